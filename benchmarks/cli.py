@@ -1,0 +1,40 @@
+"""``mara-bench`` / ``python -m benchmarks``: run a named suite and print its table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mara-bench", description=__doc__)
+    sub = parser.add_subparsers(dest="suite", required=True)
+    demo = sub.add_parser("demo", help="random masked policy on CoRE-v0 and CoRE-Heavy-v0")
+    demo.add_argument("--seeds", type=int, default=3)
+    speed = sub.add_parser("speed", help="PettingZoo env vs batched simulator throughput")
+    speed.add_argument("--preset", default="CoRE-v0")
+    speed.add_argument("--runs", type=int, default=5)
+    speed.add_argument("--num-envs", type=int, default=256)
+    speed.add_argument("--pz-steps", type=int, default=3000)
+    speed.add_argument("--batched-steps", type=int, default=400)
+    speed.add_argument("--seed", type=int, default=0)
+    speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    args = parser.parse_args(argv)
+    if args.suite == "demo":
+        from benchmarks import demo
+        print(demo.main(seeds=tuple(range(args.seeds))))
+    elif args.suite == "speed":
+        from benchmarks import speed as sp
+        res = sp.run(args.preset, args.runs, args.pz_steps, args.num_envs, args.batched_steps,
+                     args.seed)
+        print(sp.format_table(res))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

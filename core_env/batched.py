@@ -1,0 +1,140 @@
+"""The batched simulator: B environments stepped together by the same dynamics code.
+
+``make_batched("CoRE-v0", num_envs=256, seed=0)`` returns a :class:`BatchedCoreEnv` with
+``reset() -> (obs[B, N, D], mask[B, N, K+1])`` and
+``step(actions[B, N]) -> (obs, mask, reward[B], done[B], info)``. Finished environments are
+reset automatically inside ``step`` (the returned observation is the new episode's first);
+their episode statistics are reported in ``info["episode"]``.
+
+Environment b draws its workloads from its own generator: ``reset(seed=[s_0, ..., s_{B-1}])``
+makes environment b follow exactly the episodes of ``CoreSchedulerEnv.reset(seed=s_b)``
+followed by ``reset()`` calls; ``reset(seed=s)`` spawns the B seeds from ``s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core_env import dynamics
+from core_env.config import CoreConfig
+from core_env.layout import Layout
+from core_env.observe import Observer
+from core_env.presets import make_config
+from core_env.state import BatchState, allocate, load_workload
+from core_env.workload import generate_workload
+
+EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",
+                "illegal_actions", "capacity_conflicts", "switches", "length", "return")
+
+
+class BatchedCoreEnv:
+    """B CoRE environments with auto-reset, as arrays.
+
+    Args:
+        config: the configuration shared by all environments.
+        num_envs: B.
+        seed: default seed for the first :meth:`reset` (int or B ints).
+        copy: if True (default) ``reset``/``step`` return fresh arrays; if False they return
+            internal buffers that the next call overwrites (faster; copy what you keep).
+    """
+
+    def __init__(self, config: CoreConfig, num_envs: int, seed: int | Sequence[int] | None = None,
+                 copy: bool = True) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or not 1 <= num_envs <= 65536:
+            raise ValueError(f"num_envs: expected an integer in [1, 65536], got {num_envs!r}")
+        self.config = config
+        self.num_envs = num_envs
+        self.copy = copy
+        self.params = dynamics.StepParams.from_config(config)
+        self.sim: BatchState = allocate(config, num_envs)
+        self._observer = Observer(config, num_envs)
+        self.layout: Layout = self._observer.obs_layout
+        self.n_nodes = config.cluster.n_nodes
+        self.n_actions = config.cluster.max_visible_tasks + 1
+        self._seed = seed
+        self._rngs: list[np.random.Generator] = []
+
+    def reset(self, seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Start a new episode in every environment; returns ``(obs, mask)``."""
+        seed = self._seed if seed is None else seed
+        if seed is None or isinstance(seed, (int, np.integer)):
+            children = np.random.SeedSequence(seed).spawn(self.num_envs)
+            self._rngs = [np.random.default_rng(c) for c in children]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed: expected {self.num_envs} seeds, got {len(seeds)}")
+            self._rngs = [np.random.default_rng(s) for s in seeds]
+        for b in range(self.num_envs):
+            load_workload(self.sim, b, generate_workload(self.config, self._rngs[b]))
+        dynamics.arrive(self.sim)
+        self._observer.invalidate()
+        return self._out(*self._observer.observe(self.sim))
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                  np.ndarray, dict[str, Any]]:
+        """Advance every environment one slot.
+
+        Args:
+            actions: int[B, N] in [0, K].
+
+        Returns:
+            ``(obs, mask, reward, done, info)``: float32[B, N, D], int8[B, N, K+1],
+            float64[B], bool[B], and a dict with bool[B] ``terminated``/``truncated``,
+            int64[B] ``successes``, and ``episode``: a dict of arrays over the finished
+            environments (``env`` = their indices, then every key of the PettingZoo
+            ``info["episode"]``), empty arrays if none finished.
+        """
+        if not self._rngs:
+            raise RuntimeError("call reset() before step()")
+        actions = self._check(actions)
+        res = dynamics.step(self.sim, actions, self.params)
+        done = res.terminated | res.truncated
+        finished = np.flatnonzero(done)
+        stats = [dynamics.episode_stats(self.sim, int(b)) for b in finished]
+        episode = {"env": finished}
+        for key in EPISODE_KEYS:
+            episode[key] = np.asarray([st[key] for st in stats],
+                                      dtype=np.float64 if key in ("completion_rate",
+                                                                  "utilization", "return")
+                                      else np.int64)
+        if finished.size:
+            for b in finished:
+                load_workload(self.sim, int(b), generate_workload(self.config, self._rngs[b]))
+            dynamics.arrive(self.sim, rows=done)
+            self._observer.invalidate(done)
+        obs, mask = self._out(*self._observer.observe(self.sim))
+        info = {"terminated": res.terminated, "truncated": res.truncated,
+                "successes": res.successes, "episode": episode}
+        return obs, mask, res.reward, done, info
+
+    def _check(self, actions: Any) -> np.ndarray:
+        a = np.asarray(actions)
+        shape = (self.num_envs, self.n_nodes)
+        if a.shape != shape:
+            raise ValueError(f"actions: expected shape {shape}, got {a.shape}")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"actions: expected an integer array, got dtype {a.dtype}")
+        bad = (a < 0) | (a >= self.n_actions)
+        if bad.any():
+            b, n = np.argwhere(bad)[0]
+            raise ValueError(f"actions[{b}, {n}] (env {b}, node_{n}): expected an int in "
+                             f"[0, {self.n_actions - 1}], got {a[b, n]}")
+        return a
+
+    def _out(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (obs.copy(), mask.copy()) if self.copy else (obs, mask)
+
+    def states(self) -> np.ndarray:
+        """Global states float32[B, S] of the current step (for centralised critics)."""
+        return np.stack([self._observer.state(b) for b in range(self.num_envs)])
+
+
+def make_batched(env_id: str = "CoRE-v0", num_envs: int = 64, seed: int | Sequence[int] | None = None,
+                 copy: bool = True, **overrides: Any) -> BatchedCoreEnv:
+    """A :class:`BatchedCoreEnv` of a preset (``"CoRE-v0"`` or ``"core_env/CoRE-v0"``)."""
+    preset = env_id.split("/", 1)[1] if env_id.startswith("core_env/") else env_id
+    return BatchedCoreEnv(make_config(preset, **overrides), num_envs, seed=seed, copy=copy)

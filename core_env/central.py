@@ -1,0 +1,67 @@
+"""A centralised single-agent Gymnasium view of the scheduler (for MaskablePPO & co.).
+
+``gymnasium.make("core_env:core_env/CoRE-Small-v0")`` returns a :class:`CentralCoreEnv`: one
+agent chooses every node's action at once. Action ``MultiDiscrete([K + 1] * N)``;
+observation ``Dict(state=Box(S), action_mask=Box((N, K + 1), int8))`` where ``state`` is the
+PettingZoo env's global state; ``action_masks()`` returns the flat boolean mask that
+sb3-contrib's MaskablePPO expects. The reward is the team reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from core_env.config import CoreConfig
+from core_env.env import CoreSchedulerEnv
+from core_env.presets import DEFAULT_PRESET
+
+
+class CentralCoreEnv(gymnasium.Env):
+    """Centralised view: the PettingZoo env driven by one joint action per step."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, config: CoreConfig | None = None, *, preset: str = DEFAULT_PRESET,
+                 render_mode: str | None = None, **overrides: Any) -> None:
+        self.par = CoreSchedulerEnv(config, preset=preset, render_mode=render_mode, **overrides)
+        self.render_mode = render_mode
+        self.config = self.par.config
+        n, k = self.config.cluster.n_nodes, self.config.cluster.max_visible_tasks
+        self.n_nodes, self.n_actions = n, k + 1
+        self.action_space = spaces.MultiDiscrete([k + 1] * n)
+        self.observation_space = spaces.Dict({
+            "state": self.par.state_space,
+            "action_mask": spaces.Box(0, 1, shape=(n, k + 1), dtype=np.int8),
+        })
+        self._mask = np.ones((n, k + 1), dtype=np.int8)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        obs, _ = self.par.reset(seed=seed, options=options)
+        return self._obs(obs), {}
+
+    def step(self, action):
+        a = np.asarray(action)
+        if a.shape != (self.n_nodes,) or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"action: expected an int array of shape ({self.n_nodes},), got "
+                             f"shape {a.shape} dtype {a.dtype}")
+        actions = {agent: int(x) for agent, x in zip(self.par.possible_agents, a)}
+        obs, rew, term, trunc, infos = self.par.step(actions)
+        first = self.par.possible_agents[0]
+        info = infos[first]
+        return self._obs(obs), rew[first], term[first], trunc[first], info
+
+    def action_masks(self) -> np.ndarray:
+        """bool[N * (K + 1)]: the per-node masks concatenated (MaskablePPO's format)."""
+        return self._mask.astype(bool).ravel()
+
+    def render(self):
+        return self.par.render()
+
+    def _obs(self, obs: dict) -> dict[str, np.ndarray]:
+        self._mask = np.stack([obs[a]["action_mask"] for a in self.par.possible_agents])
+        return {"state": self.par.state(), "action_mask": self._mask.copy()}

@@ -1,0 +1,257 @@
+"""Frozen, validated configuration of a CoRE scheduling environment.
+
+One :class:`CoreConfig` holds everything an episode depends on, in four sections:
+:class:`ClusterConfig` (nodes, visible slots, switching cost), :class:`WorkloadConfig`
+(arrivals, tasks, curve families), :class:`RewardConfig` (shaping) and
+:class:`EpisodeConfig` (time limit). Every field is checked in ``__post_init__``; a bad
+value raises ``ValueError`` naming the field, the value and the allowed range.
+
+Flat keyword overrides (``n_nodes=8, load=1.5``) are resolved by
+:meth:`CoreConfig.replace`, which is what ``pettingzoo.make(..., **overrides)`` uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _fail(name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"{name}: expected {allowed}, got {value!r}")
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int,)) or not lo <= value <= hi:
+        _fail(name, value, f"an integer in [{lo}, {hi}]")
+
+
+def _check_float(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False,
+                 hi_open: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        _fail(name, value, f"a finite number in {lb}{lo}, {hi}{rb}")
+
+
+def _check_range(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False) -> None:
+    if not (isinstance(value, tuple) and len(value) == 2):
+        _fail(name, value, f"a (low, high) tuple within [{lo}, {hi}]")
+    for v in value:
+        _check_float(name, v, lo, hi, lo_open=lo_open)
+    if value[0] > value[1]:
+        _fail(name, value, "low <= high")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The compute nodes (agents) and what they can see."""
+
+    n_nodes: int = 16
+    """Number of compute nodes N; each node is one agent ``node_i``. Range [1, 256]."""
+
+    max_visible_tasks: int = 32
+    """Number K of visible task slots; the action of a node is ``Discrete(K + 1)``. Range [1, 256]."""
+
+    node_speeds: tuple[float, ...] | None = None
+    """Fixed per-node speeds v_i (length ``n_nodes``, each in (0, 4]); ``None`` = all 1.0."""
+
+    speed_choices: tuple[float, ...] | None = None
+    """If set, every node's speed is drawn from this list at each reset (heterogeneous
+    cluster, drawn from the episode's RNG). Mutually exclusive with ``node_speeds``."""
+
+    switch_cost: float = 0.0
+    """Fraction c in [0, 1) of a slot's work lost by a node that trained a different task
+    in the previous slot (0 = no switching cost, as in the paper)."""
+
+    def __post_init__(self) -> None:
+        _check_int("n_nodes", self.n_nodes, 1, 256)
+        _check_int("max_visible_tasks", self.max_visible_tasks, 1, 256)
+        _check_float("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
+        if self.node_speeds is not None and self.speed_choices is not None:
+            _fail("node_speeds", self.node_speeds, "None when speed_choices is set")
+        if self.node_speeds is not None:
+            speeds = self.node_speeds
+            if not isinstance(speeds, (tuple, list)) or len(speeds) != self.n_nodes:
+                _fail("node_speeds", speeds, f"a tuple of n_nodes={self.n_nodes} speeds")
+            for v in speeds:
+                _check_float("node_speeds", v, 0.0, 4.0, lo_open=True)
+            object.__setattr__(self, "node_speeds", tuple(float(v) for v in speeds))
+        if self.speed_choices is not None:
+            choices = self.speed_choices
+            if not isinstance(choices, (tuple, list)) or len(choices) == 0:
+                _fail("speed_choices", choices, "a non-empty tuple of speeds")
+            for v in choices:
+                _check_float("speed_choices", v, 0.0, 4.0, lo_open=True)
+            object.__setattr__(self, "speed_choices", tuple(float(v) for v in choices))
+
+    @property
+    def max_speed(self) -> float:
+        """Largest speed a node can have (normalises the speed feature)."""
+        if self.node_speeds is not None:
+            return max(self.node_speeds)
+        if self.speed_choices is not None:
+            return max(self.speed_choices)
+        return 1.0
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """How tasks arrive and what they are."""
+
+    mix: str = "train"
+    """Name of the task-family mix (see ``core_env.curves.MIXES``): ``"train"`` is the
+    in-distribution mix, ``"held-out"`` uses different family parameters."""
+
+    load: float = 1.0
+    """Arrival-rate multiplier: the Poisson rate is ``base_arrival_rate * load``. Range (0, 20]."""
+
+    base_arrival_rate: float = 0.5
+    """Mean number of task arrivals per slot at ``load = 1``. Range (0, 64]."""
+
+    arrival_slots: int = 200
+    """Arrivals happen in slots [0, arrival_slots). Range [1, 100000]."""
+
+    required_work: tuple[float, float] = (4.0, 160.0)
+    """Range of a task's required work s* (node-slots at speed 1), drawn log-uniformly;
+    its target loss is the hidden curve's value at s*. Within [0.5, 2000]."""
+
+    deadline_slack: tuple[float, float] = (0.6, 3.0)
+    """Range of the slack factor f (uniform): the window is ``ceil(f * s* / p**alpha)``
+    slots, so f < 1 makes a task infeasible even at full parallelism. Within (0, 20]."""
+
+    window: tuple[int, int] = (4, 150)
+    """Minimum and maximum length of a task's window [arrival, deadline) in slots."""
+
+    parallelism_choices: tuple[int, ...] = (1, 2, 4, 8)
+    """Maximum parallelism p_j is drawn uniformly from these values (each in [1, 256])."""
+
+    alpha_range: tuple[float, float] = (0.6, 1.0)
+    """Range of the scaling exponent alpha_j (uniform): k nodes add k**alpha work. Within (0, 1]."""
+
+    def __post_init__(self) -> None:
+        from core_env.curves import MIXES  # local import: curves imports nothing from here
+
+        if self.mix not in MIXES:
+            _fail("mix", self.mix, f"one of {sorted(MIXES)}")
+        _check_float("load", self.load, 0.0, 20.0, lo_open=True)
+        _check_float("base_arrival_rate", self.base_arrival_rate, 0.0, 64.0, lo_open=True)
+        _check_int("arrival_slots", self.arrival_slots, 1, 100_000)
+        _check_range("required_work", self.required_work, 0.5, 2000.0)
+        _check_range("deadline_slack", self.deadline_slack, 0.0, 20.0, lo_open=True)
+        w = self.window
+        if not (isinstance(w, tuple) and len(w) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in w)
+                and 1 <= w[0] <= w[1] <= 10_000):
+            _fail("window", w, "an (int, int) tuple with 1 <= low <= high <= 10000")
+        pc = self.parallelism_choices
+        if not (isinstance(pc, tuple) and len(pc) > 0 and all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 256 for v in pc)):
+            _fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 256]")
+        _check_range("alpha_range", self.alpha_range, 0.0, 1.0, lo_open=True)
+
+    @property
+    def arrival_rate(self) -> float:
+        """Poisson arrival rate per slot (tasks/slot)."""
+        return self.base_arrival_rate * self.load
+
+    @property
+    def max_tasks(self) -> int:
+        """Capacity of the per-episode task table: the expected number of arrivals plus
+        ten standard deviations (a Poisson count above it has probability < 1e-20)."""
+        mean = self.arrival_rate * self.arrival_slots
+        return int(math.ceil(mean + 10.0 * math.sqrt(mean) + 16))
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The team reward r_t = C_t + beta * (Phi(s_{t+1}) - Phi(s_t))."""
+
+    shaping_beta: float = 1.0
+    """Weight beta of the potential-based log-progress shaping; 0 = pure completion count.
+    Range [0, 100]."""
+
+    def __post_init__(self) -> None:
+        _check_float("shaping_beta", self.shaping_beta, 0.0, 100.0)
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """When an episode ends."""
+
+    max_steps: int | None = None
+    """Safety-net step limit (truncation). ``None`` = arrival_slots + max window + 1,
+    which a normal episode never reaches. Range [1, 1000000]."""
+
+    def __post_init__(self) -> None:
+        if self.max_steps is not None:
+            _check_int("max_steps", self.max_steps, 1, 1_000_000)
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """Complete configuration of a CoRE environment (all sections)."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Nodes, visible slots, speeds and switching cost."""
+
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    """Arrivals, task parameters and curve families."""
+
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Reward shaping."""
+
+    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
+    """Episode limits."""
+
+    def __post_init__(self) -> None:
+        for name, cls in (("cluster", ClusterConfig), ("workload", WorkloadConfig),
+                          ("reward", RewardConfig), ("episode", EpisodeConfig)):
+            if not isinstance(getattr(self, name), cls):
+                _fail(name, getattr(self, name), f"a {cls.__name__}")
+
+    @property
+    def max_steps(self) -> int:
+        """The effective step limit (``episode.max_steps`` or its default)."""
+        if self.episode.max_steps is not None:
+            return self.episode.max_steps
+        return self.workload.arrival_slots + self.workload.window[1] + 1
+
+    def replace(self, **overrides: Any) -> CoreConfig:
+        """Return a copy with flat field overrides, e.g. ``cfg.replace(n_nodes=8, load=2.0)``.
+
+        Each key must name a field of exactly one section (or a whole section). Unknown keys
+        raise ``ValueError`` listing the accepted names.
+        """
+        sections = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        changes: dict[str, dict[str, Any]] = {name: {} for name in sections}
+        whole: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key in sections:
+                whole[key] = value
+                continue
+            owner = [name for name, sec in sections.items()
+                     if key in {f.name for f in dataclasses.fields(sec)}]
+            if not owner:
+                raise ValueError(f"unknown configuration override {key!r}; expected one of "
+                                 f"{sorted(override_names())}")
+            if isinstance(value, list):
+                value = tuple(value)
+            changes[owner[0]][key] = value
+        new_sections = {}
+        for name, sec in sections.items():
+            base = whole.get(name, sec)
+            new_sections[name] = dataclasses.replace(base, **changes[name]) if changes[name] else base
+        return CoreConfig(**new_sections)
+
+
+def override_names() -> set[str]:
+    """All flat field names accepted by :meth:`CoreConfig.replace`."""
+    names = {f.name for f in dataclasses.fields(CoreConfig)}
+    for cls in (ClusterConfig, WorkloadConfig, RewardConfig, EpisodeConfig):
+        names |= {f.name for f in dataclasses.fields(cls)}
+    return names

@@ -1,0 +1,275 @@
+"""One simulator step for a whole batch, vectorised (SPEC §3, "one step").
+
+This is the only implementation of the dynamics: the PettingZoo env, the Gymnasium view and
+the batched simulator all call :func:`step`. Resolution order inside a step:
+
+1. an action the mask forbids (an empty slot) runs as idle and is counted (``illegal``);
+2. if more nodes pick a task than its cap allows, the lowest-numbered nodes keep it and the
+   rest idle (``conflicts``);
+3. a node that trained a different task last slot delivers (1 - c) of its work (``switches``
+   counts such node-slots whatever c is);
+4. a task trained by k nodes gains ``sum(speeds * switch factors) * k**(alpha - 1)``;
+5. its observed loss is read off its noise path at the new cumulative work;
+6. tasks whose observed loss <= target succeed (reward +1 each) and free their slots;
+7. time advances; unfinished tasks (visible or queued) whose deadline has come expire;
+8. arrivals of the new slot join the FIFO queue; free slots fill in arrival order.
+
+Then the episode terminates once arrivals are over and no task is visible or queued, or is
+truncated at ``max_steps``. The reward is ``C_t + beta * (Phi(s_{t+1}) - Phi(s_t))`` with
+Phi the sum of the visible tasks' log-progress and Phi := 0 at the end of an episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from core_env.config import CoreConfig
+from core_env.curves import GRID_SIZE, GRID_STEP, LOG_WORK_GRID
+from core_env.rewards import log_progress
+from core_env.state import ACTIVE, EXPIRED, QUEUED, SLOPE_LAG, SUCCEEDED, BatchState
+
+
+
+@dataclass(frozen=True)
+class StepParams:
+    """Constants of the dynamics, derived once from a :class:`CoreConfig`."""
+
+    n_nodes: int
+    n_slots: int
+    switch_cost: float
+    beta: float
+    arrival_slots: int
+    max_steps: int
+
+    @classmethod
+    def from_config(cls, cfg: CoreConfig) -> StepParams:
+        return cls(n_nodes=cfg.cluster.n_nodes, n_slots=cfg.cluster.max_visible_tasks,
+                   switch_cost=cfg.cluster.switch_cost, beta=cfg.reward.shaping_beta,
+                   arrival_slots=cfg.workload.arrival_slots, max_steps=cfg.max_steps)
+
+
+class StepResult(NamedTuple):
+    """What one step returns for each environment of the batch."""
+
+    reward: np.ndarray  # float64[B], team reward r_t
+    successes: np.ndarray  # int64[B], C_t
+    terminated: np.ndarray  # bool[B]
+    truncated: np.ndarray  # bool[B]
+
+
+def arrive(s: BatchState, rows: np.ndarray | None = None) -> None:
+    """Steps 7-8 at the current slot ``s.t``: expire due tasks, queue arrivals, fill slots.
+
+    Args:
+        rows: bool[B] environments to process (``None`` = all).
+    """
+    t = s.t
+    # 7. expiry of visible tasks
+    due = (s.slot_task >= 0) & (s.slot_deadline <= t[:, None])
+    if rows is not None:
+        due &= rows[:, None]
+    if due.any():
+        db, dk = np.nonzero(due)
+        s.status[db, s.slot_task[db, dk]] = EXPIRED
+        s.slot_task[db, dk] = -1
+        s.slot_psi[db, dk] = 0.0
+        np.add.at(s.expired, db, 1)
+    # 7. expiry of queued tasks (only rows with a queue, only rows that have arrived)
+    has_queue = s.queued > 0
+    if rows is not None:
+        has_queue &= rows
+    qrows = np.flatnonzero(has_queue)
+    if qrows.size:
+        width = int(s.next_task[qrows].max())
+        qdue = (s.status[qrows, :width] == QUEUED) & (s.w_deadline[qrows, :width] <= t[qrows, None])
+        qb, qm = np.nonzero(qdue)
+        if qb.size:
+            s.status[qrows[qb], qm] = EXPIRED
+            n_qdue = np.bincount(qb, minlength=qrows.size)
+            s.expired[qrows] += n_qdue
+            s.queued[qrows] += -n_qdue
+    # 8. arrivals: tasks are sorted by arrival, so they come from the next_task pointer
+    m = s.status.shape[1]
+    env = np.arange(s.batch_size) if rows is None else np.flatnonzero(rows)
+    while env.size:
+        idx = np.minimum(s.next_task[env], m - 1)
+        hit = (s.w_arrival[env, idx] == t[env]) & (s.next_task[env] < m)
+        env, idx = env[hit], idx[hit]
+        s.status[env, idx] = QUEUED
+        s.next_task[env] += 1
+        s.arrived[env] += 1
+        s.queued[env] += 1
+    _admit(s)
+
+
+def _admit(s: BatchState) -> None:
+    """Fill free slots with the oldest queued tasks (FIFO), lowest free slot first."""
+    free = s.slot_task < 0
+    n_free = free.sum(axis=1)
+    fill = np.minimum(n_free, s.queued)
+    if not fill.any():
+        return
+    rows = np.flatnonzero(fill)
+    width = int(s.next_task[rows].max())  # queued tasks have arrived: row < next_task
+    queued = s.status[rows, :width] == QUEUED
+    rank = np.cumsum(queued, axis=1) - 1
+    take = queued & (rank < fill[rows, None])
+    tb, tm = np.nonzero(take)
+    r = rank[tb, tm]
+    fb, fk = np.nonzero(free[rows])
+    nth_free = np.empty((rows.size, free.shape[1]), dtype=np.int64)
+    nth_free[fb, np.cumsum(free[rows], axis=1)[fb, fk] - 1] = fk  # r-th free slot of a row
+    slot = nth_free[tb, r]
+    b = rows[tb]
+    s.status[b, tm] = ACTIVE
+    s.queued[rows] -= fill[rows]
+    s.slot_task[b, slot] = tm
+    s.slot_arrival[b, slot] = s.w_arrival[b, tm]
+    s.slot_deadline[b, slot] = s.w_deadline[b, tm]
+    s.slot_admitted[b, slot] = s.t[b]
+    s.slot_cap[b, slot] = s.w_cap[b, tm]
+    s.slot_alpha[b, slot] = s.w_alpha[b, tm]
+    s.slot_log_target[b, slot] = s.w_log_target[b, tm]
+    for arr in (s.slot_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi,
+                s.slot_slope, s.slot_n_obs, s.slot_nodes_last):
+        arr[b, slot] = 0
+
+
+def agent_mask(s: BatchState) -> np.ndarray:
+    """bool[B, K + 1]: which actions are legal for any node (idle, or an occupied slot)."""
+    b = s.batch_size
+    out = np.empty((b, s.slot_task.shape[1] + 1), dtype=bool)
+    out[:, 0] = True
+    np.greater_equal(s.slot_task, 0, out=out[:, 1:])
+    return out
+
+
+@lru_cache(maxsize=16)
+def _earlier(n: int) -> np.ndarray:
+    """bool[N, N]: entry (i, j) is True when node j comes before node i."""
+    return np.tri(n, n, -1, dtype=bool)
+
+
+def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
+    """Advance every environment of the batch by one slot, in place.
+
+    Args:
+        s: the batch state.
+        actions: int[B, N], validated to lie in [0, K].
+        p: constants of the dynamics.
+
+    Returns:
+        The :class:`StepResult`. Environments that finished are left in their final state;
+        resetting them is the caller's job.
+    """
+    bsz, n = actions.shape
+    k = p.n_slots
+    rows = np.arange(bsz)[:, None]
+    a = actions.astype(np.int64, copy=True)
+    # 1. masked actions run as idle
+    task_of = np.where(a > 0, s.slot_task[rows, a - 1], -1)  # task row picked, -1 = none
+    illegal = (a > 0) & (task_of < 0)
+    a[illegal] = 0
+    # 2. parallelism caps, lowest node first
+    same = a[:, :, None] == a[:, None, :]
+    same &= _earlier(n)
+    before = same.sum(axis=2)  # nodes with a lower index that picked the same action
+    over = (a > 0) & (before >= s.slot_cap[rows, a - 1])
+    a[over] = 0
+    task_of[illegal | over] = -1
+    train = a > 0
+    # 3. switching cost
+    switched = train & (s.last_task >= 0) & (task_of != s.last_task)
+    delivered = np.where(train, s.speed, np.float32(0.0))
+    if p.switch_cost > 0.0:
+        delivered[switched] *= np.float32(1.0 - p.switch_cost)
+    # 4. work: per-slot sums over nodes (bincount keeps a fixed, batch-independent order)
+    flat = (rows * (k + 1) + a).ravel()
+    speed_sum = np.bincount(flat, weights=delivered.ravel(), minlength=bsz * (k + 1))
+    count = np.bincount(flat, minlength=bsz * (k + 1)).reshape(bsz, k + 1)[:, 1:]
+    speed_sum = speed_sum.reshape(bsz, k + 1)[:, 1:]
+    tb, tk = np.nonzero(count)
+    cnt = count[tb, tk].astype(np.float32)
+    gain = speed_sum[tb, tk].astype(np.float32) * cnt ** (s.slot_alpha[tb, tk] - np.float32(1.0))
+    work = s.slot_work[tb, tk] + gain
+    s.slot_work[tb, tk] = work
+    # 5. observed loss at the new cumulative work
+    log_work = np.log(work)
+    x = (log_work - np.float32(LOG_WORK_GRID[0])) * np.float32(1.0 / GRID_STEP)
+    x = np.minimum(np.maximum(x, np.float32(0.0)), np.float32(GRID_SIZE - 1))
+    i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
+    frac = x - i0
+    task = s.slot_task[tb, tk]
+    lo = s.w_log_loss[tb, task, i0]
+    ll = lo + (s.w_log_loss[tb, task, i0 + 1] - lo) * frac
+    n_obs = s.slot_n_obs[tb, tk]
+    first = np.where(n_obs == 0, ll, s.slot_first_log_loss[tb, tk])
+    back = np.maximum(n_obs - SLOPE_LAG, 0) % (SLOPE_LAG + 1)
+    dw = log_work - s.ring_log_work[tb, tk, back]
+    has_slope = (n_obs > 0) & (dw > 1e-6)
+    s.slot_slope[tb, tk] = np.where(
+        has_slope, (ll - s.ring_log_loss[tb, tk, back]) / np.where(has_slope, dw, 1.0), 0.0)
+    ring = n_obs % (SLOPE_LAG + 1)
+    s.ring_log_work[tb, tk, ring] = log_work
+    s.ring_log_loss[tb, tk, ring] = ll
+    s.slot_first_log_loss[tb, tk] = first
+    s.slot_log_loss[tb, tk] = ll
+    s.hist_log_work[tb, tk, n_obs] = log_work
+    s.hist_log_loss[tb, tk, n_obs] = ll
+    s.slot_n_obs[tb, tk] = n_obs + 1
+    target = s.slot_log_target[tb, tk]
+    s.slot_psi[tb, tk] = log_progress(first, ll, target)
+    # 6. successes
+    ok = ll <= target
+    sb, sk = tb[ok], tk[ok]
+    s.status[sb, s.slot_task[sb, sk]] = SUCCEEDED
+    s.slot_task[sb, sk] = -1
+    s.slot_psi[sb, sk] = 0.0
+    successes = np.bincount(sb, minlength=bsz)
+    s.completed += successes
+    # bookkeeping for the next observation
+    s.slot_nodes_last.fill(0)
+    s.slot_nodes_last[tb, tk] = count[tb, tk]
+    s.last_task[:] = task_of
+    s.illegal += illegal.sum(axis=1)
+    s.conflicts += over.sum(axis=1)
+    s.switches += switched.sum(axis=1)
+    s.busy += train.sum(axis=1)
+    # 7-8. time advances, expiry, arrivals, admission
+    s.t += 1
+    arrive(s)
+    still = train & (s.slot_task[rows, a - 1] == task_of)
+    s.last_slot[:] = np.where(still, a - 1, -1)
+    # episode end and reward
+    terminated = (s.t >= p.arrival_slots) & (s.queued == 0) & (s.slot_task < 0).all(axis=1)
+    truncated = ~terminated & (s.t >= p.max_steps)
+    phi_new = s.slot_psi.sum(axis=1, dtype=np.float64)
+    phi_new[terminated | truncated] = 0.0
+    reward = successes + p.beta * (phi_new - s.phi)
+    s.phi[:] = phi_new
+    s.ep_return += reward
+    return StepResult(reward=reward, successes=successes, terminated=terminated,
+                      truncated=truncated)
+
+
+def episode_stats(s: BatchState, row: int) -> dict[str, float | int]:
+    """Statistics of environment ``row``'s episode so far (SPEC: ``info["episode"]``)."""
+    arrived = int(s.arrived[row])
+    steps = int(s.t[row])
+    n = s.speed.shape[1]
+    return {
+        "arrived": arrived,
+        "completed": int(s.completed[row]),
+        "expired": int(s.expired[row]),
+        "completion_rate": float(s.completed[row]) / max(arrived, 1),
+        "utilization": float(s.busy[row]) / max(steps * n, 1),
+        "illegal_actions": int(s.illegal[row]),
+        "capacity_conflicts": int(s.conflicts[row]),
+        "switches": int(s.switches[row]),
+        "length": steps,
+        "return": float(s.ep_return[row]),
+    }

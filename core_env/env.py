@@ -1,0 +1,221 @@
+"""The PettingZoo parallel environment: a thin shell over the batched dynamics (B = 1)."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from core_env import dynamics
+from core_env.config import CoreConfig
+from core_env.layout import Layout
+from core_env.observe import Observer
+from core_env.presets import DEFAULT_PRESET, make_config
+from core_env.state import BatchState, allocate, load_workload
+from core_env.workload import Workload, generate_workload, validate_workload
+
+
+class CoreSchedulerEnv(ParallelEnv):
+    """Arrival-driven, discrete-node CoRE-Learning scheduler (PettingZoo parallel API).
+
+    ## Description
+    A cluster of N compute nodes (the agents ``node_0 .. node_{N-1}``) trains learning tasks
+    that arrive over time. Task j arrives in slot a_j, may train in slots a_j .. d_j - 1, and
+    succeeds when its *observed* loss reaches its target eps_j. Its loss curve over
+    cumulative work is hidden; each slot it trains it reports a noisy loss. k nodes of speed
+    1 add k**alpha_j work units per slot, at most p_j nodes at once. The objective is the
+    number of tasks that succeed. At most K tasks are visible in fixed slots; later arrivals
+    wait in a FIFO queue (seen only as a count) while their deadlines run.
+
+    ## Action Space
+    ``Discrete(K + 1)`` per node: 0 = idle, k = train the task in slot k - 1. The mask in
+    the observation forbids empty slots; a masked action runs as idle and is counted in
+    ``illegal_actions``. If more nodes pick a task than its cap p_j, the lowest-numbered
+    nodes keep it (``capacity_conflicts``); :func:`core_env.masks.sequential_mask` gives
+    the mask that avoids this for policies that decide node by node.
+
+    ## Observation Space
+    ``Dict(observation=Box(float32, (D,)), action_mask=Box(0, 1, (K + 1,), int8))``. The
+    flat observation is ``[global | this node | K x F task table]``; ``env.layout`` names
+    every index (table in ``docs/env.md``). ``state()`` returns the global state for
+    centralised critics (``env.state_layout``).
+
+    ## Rewards
+    Team reward, the same for every agent:
+    ``r_t = C_t + beta * (Phi(s_{t+1}) - Phi(s_t))``, C_t = successes in slot t,
+    ``Phi = sum_j clip(ln(l0_j / y_j) / ln(l0_j / eps_j), 0, 1)`` over visible tasks.
+    Worked example (beta = 0.5): a task first observed at loss 2.0 with target 0.5 reports
+    1.0 after one more slot: psi goes from 0 to ln(2/1)/ln(2/0.5) = 0.5, so r = 0.25. Next
+    slot it reports 0.45 <= 0.5: it succeeds (C = 1) and leaves Phi (psi 0.5 -> gone), so
+    r = 1 + 0.5 * (0 - 0.5) = 0.75. Episode total 1.0 = one success, whatever beta is.
+
+    ## Starting State
+    Slot 0 with the slot-0 arrivals visible; the whole workload (arrivals, curves, noise
+    paths) is drawn from the seed alone, never from the actions.
+
+    ## Episode End
+    Terminated once arrivals have ended and no task is visible or queued; truncated at
+    ``max_steps`` (infos then carry ``"TimeLimit.truncated": True``). At the end every
+    agent's info has ``info["episode"]`` with arrived, completed, expired, completion_rate,
+    utilization, illegal_actions, capacity_conflicts, switches, length and return.
+
+    ## Arguments
+    ``CoreSchedulerEnv(config=None, *, preset="CoRE-v0", render_mode=None, **overrides)``:
+    a full :class:`CoreConfig`, or a preset id with flat overrides such as ``n_nodes``,
+    ``max_visible_tasks``, ``load``, ``shaping_beta``, ``switch_cost``, ``node_speeds``.
+    ``reset(seed, options={"workload": w})`` replays a given :class:`Workload`.
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata = {"name": "core_env_scheduler_v0", "render_modes": ["ansi"],
+                "is_parallelizable": True}
+
+    def __init__(self, config: CoreConfig | None = None, *, preset: str = DEFAULT_PRESET,
+                 render_mode: str | None = None, **overrides: Any) -> None:
+        if config is None:
+            config = make_config(preset, **overrides)
+        elif overrides:
+            config = config.replace(**overrides)
+        if not isinstance(config, CoreConfig):
+            raise ValueError(f"config: expected a CoreConfig, got {type(config).__name__}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
+        self.config = config
+        self.render_mode = render_mode
+        self.params = dynamics.StepParams.from_config(config)
+        n, k = config.cluster.n_nodes, config.cluster.max_visible_tasks
+        self.possible_agents = [f"node_{i}" for i in range(n)]
+        self.agents: list[str] = []
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.sim: BatchState = allocate(config, 1)
+        self._observer = Observer(config, 1)
+        self.layout: Layout = self._observer.obs_layout
+        self.state_layout: Layout = self._observer.state_layout
+        lo, hi = self.layout.bounds()
+        obs_space = spaces.Dict({
+            "observation": spaces.Box(lo, hi, dtype=np.float32),
+            "action_mask": spaces.Box(0, 1, shape=(k + 1,), dtype=np.int8),
+        })
+        self.observation_spaces = {a: obs_space for a in self.possible_agents}
+        self.action_spaces = {a: spaces.Discrete(k + 1) for a in self.possible_agents}
+        slo, shi = self.state_layout.bounds()
+        self.state_space = spaces.Box(slo, shi, dtype=np.float32)
+        self._rng: np.random.Generator | None = None
+        self.workload: Workload | None = None
+
+    # ----- PettingZoo API -----
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        """Start an episode. ``seed`` reseeds the env's generator; ``options["workload"]``
+        replays a given workload instead of drawing one."""
+        if seed is not None or self._rng is None:
+            self._rng = np.random.default_rng(seed)
+        options = options or {}
+        if options.get("workload") is not None:
+            wl = validate_workload(options["workload"], self.config)
+        else:
+            wl = generate_workload(self.config, self._rng)
+        self.workload = wl
+        load_workload(self.sim, 0, wl)
+        dynamics.arrive(self.sim)
+        self._observer.invalidate()
+        self.agents = list(self.possible_agents)
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        """Advance one slot with one action per live agent (see the class docstring)."""
+        joint = self._parse_actions(actions)
+        res = dynamics.step(self.sim, joint[None, :], self.params)
+        obs = self._observations()
+        reward = float(res.reward[0])
+        term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
+        agents = self.agents
+        rewards = {a: reward for a in agents}
+        terminations = {a: term for a in agents}
+        truncations = {a: trunc for a in agents}
+        infos: dict[str, dict] = {a: {} for a in agents}
+        if term or trunc:
+            stats = dynamics.episode_stats(self.sim, 0)
+            for a in agents:
+                infos[a]["episode"] = dict(stats)
+                if trunc:
+                    infos[a]["TimeLimit.truncated"] = True
+            self.agents = []
+        return obs, rewards, terminations, truncations, infos
+
+    def state(self) -> np.ndarray:
+        """Global state float32[S] (layout ``self.state_layout``)."""
+        return self._observer.state(0)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        s = self.sim
+        lines = [f"t={int(s.t[0])} queued={int(s.queued[0])} arrived={int(s.arrived[0])} "
+                 f"completed={int(s.completed[0])} expired={int(s.expired[0])}"]
+        for k in np.flatnonzero(s.slot_task[0] >= 0):
+            y = float(np.exp(s.slot_log_loss[0, k])) if s.slot_n_obs[0, k] else float("nan")
+            lines.append(f"  slot {k:2d}: deadline {int(s.slot_deadline[0, k]):4d} "
+                         f"cap {int(s.slot_cap[0, k])} work {float(s.slot_work[0, k]):8.2f} "
+                         f"loss {y:.4f} target {float(np.exp(s.slot_log_target[0, k])):.4f}")
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        pass
+
+    # ----- helpers -----
+    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
+        obs, mask = self._observer.observe(self.sim)
+        own_obs, own_mask = obs[0].copy(), mask[0].copy()  # one copy; agents get row views
+        return {a: {"observation": own_obs[i], "action_mask": own_mask[i]}
+                for i, a in enumerate(self.possible_agents)}
+
+    def _parse_actions(self, actions: dict[str, Any]) -> np.ndarray:
+        """int64[N] joint action; raises without touching the state on malformed input."""
+        if not self.agents:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        if not isinstance(actions, dict):
+            raise ValueError(f"actions: expected a dict agent -> int, got "
+                             f"{type(actions).__name__}")
+        k = self.config.cluster.max_visible_tasks
+        joint = np.zeros(len(self.possible_agents), dtype=np.int64)
+        for agent, act in actions.items():
+            i = self._index.get(agent)
+            if i is None:
+                raise KeyError(f"unknown agent {agent!r}; agents are node_0..node_"
+                               f"{len(self.possible_agents) - 1}")
+            if isinstance(act, np.ndarray) and act.shape == ():
+                act = act.item()
+            if isinstance(act, bool) or not isinstance(act, numbers.Integral):
+                raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act!r}")
+            if not 0 <= act <= k:
+                raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act}")
+            joint[i] = act
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise KeyError(f"missing actions for agents {missing}")
+        return joint
+
+    def visible_histories(self) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Per visible slot, the task's observed history as (cumulative work, observed loss)
+        arrays, or ``None`` for an empty slot (used by forecast wrappers)."""
+        s = self.sim
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for k in range(self.config.cluster.max_visible_tasks):
+            if s.slot_task[0, k] < 0:
+                out.append(None)
+                continue
+            n = int(s.slot_n_obs[0, k])
+            out.append((np.exp(s.hist_log_work[0, k, :n].astype(np.float64)),
+                        np.exp(s.hist_log_loss[0, k, :n].astype(np.float64))))
+        return out

@@ -1,0 +1,48 @@
+"""Named environment presets (SPEC §3, "Configuration, presets, registration").
+
+==================  ==========================================================
+id                  what it is
+==================  ==========================================================
+CoRE-v0             training load, in-distribution family mix, 16 nodes, K=32
+CoRE-Heavy-v0       as CoRE-v0 with 1.5x the arrival rate (unseen load)
+CoRE-Extreme-v0     as CoRE-v0 with 2x the arrival rate (unseen load)
+CoRE-HeldOut-v0     training load, held-out family mix (different parameters)
+CoRE-Small-v0       4 nodes, K=8, 40 arrival slots: tiny and fast (tests, examples)
+==================  ==========================================================
+
+The training load's knob is ``WorkloadConfig.base_arrival_rate`` (one number, here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core_env.config import ClusterConfig, CoreConfig, WorkloadConfig
+
+TRAINING = CoreConfig()
+
+PRESETS: dict[str, CoreConfig] = {
+    "CoRE-v0": TRAINING,
+    "CoRE-Heavy-v0": TRAINING.replace(load=1.5),
+    "CoRE-Extreme-v0": TRAINING.replace(load=2.0),
+    "CoRE-HeldOut-v0": TRAINING.replace(mix="held-out"),
+    "CoRE-Small-v0": CoreConfig(
+        cluster=ClusterConfig(n_nodes=4, max_visible_tasks=8),
+        workload=WorkloadConfig(base_arrival_rate=0.3, arrival_slots=40,
+                                required_work=(2.0, 40.0), window=(3, 40),
+                                parallelism_choices=(1, 2, 4))),
+}
+"""Preset id -> configuration."""
+
+DEFAULT_PRESET = "CoRE-v0"
+
+
+def make_config(preset: str = DEFAULT_PRESET, **overrides: Any) -> CoreConfig:
+    """The configuration of a preset with flat keyword overrides applied.
+
+    Raises:
+        ValueError: unknown preset id, unknown override name, or an invalid value.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {preset!r}")
+    return PRESETS[preset].replace(**overrides) if overrides else PRESETS[preset]

@@ -1,0 +1,45 @@
+"""Registration of the presets with PettingZoo's and Gymnasium's registries.
+
+After ``import core_env``::
+
+    pettingzoo.make("parallel", "core_env/CoRE-v0", n_nodes=8)   # CoreSchedulerEnv
+    pettingzoo.make("aec", "core_env/CoRE-v0")                   # AEC conversion
+    gymnasium.make("core_env:core_env/CoRE-v0")                  # CentralCoreEnv
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import pettingzoo
+from pettingzoo.utils.conversions import parallel_to_aec
+
+from core_env.env import CoreSchedulerEnv
+from core_env.presets import PRESETS
+
+NAMESPACE = "core_env"
+
+
+def make_parallel(preset: str, **overrides: Any) -> CoreSchedulerEnv:
+    """Entry point of the PettingZoo parallel registry."""
+    return CoreSchedulerEnv(preset=preset, **overrides)
+
+
+def make_aec(preset: str, **overrides: Any):
+    """Entry point of the PettingZoo AEC registry."""
+    return parallel_to_aec(CoreSchedulerEnv(preset=preset, **overrides))
+
+
+def register_presets() -> None:
+    """Register every preset (idempotent)."""
+    for preset in PRESETS:
+        env_id = f"{NAMESPACE}/{preset}"
+        if env_id not in pettingzoo.parallel_registry:
+            pettingzoo.register("parallel", env_id, entry_point=make_parallel,
+                                kwargs={"preset": preset})
+        if env_id not in pettingzoo.aec_registry:
+            pettingzoo.register("aec", env_id, entry_point=make_aec, kwargs={"preset": preset})
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="core_env.central:CentralCoreEnv",
+                               kwargs={"preset": preset})

@@ -1,0 +1,147 @@
+"""Workload generation: one episode's arrivals, tasks, curves and noise paths.
+
+The workload is a pure function of the configuration and the episode's generator, never of
+the actions taken, so every policy faces exactly the same tasks (and the same noise paths)
+for a given seed. :func:`generate_workload` draws it; :func:`validate_workload` checks a
+user-supplied one (e.g. a hand-made instance passed to ``reset(options={"workload": w})``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from core_env.config import CoreConfig
+from core_env.curves import GRID_SIZE, first_crossing, sample_curves
+
+
+class Workload(NamedTuple):
+    """Everything an episode will throw at the scheduler. M = number of tasks, G = grid size.
+
+    Tasks are sorted by arrival slot (ties keep their order), which is the FIFO order of the
+    queue.
+    """
+
+    arrival: np.ndarray  # int64[M], slot the task arrives in
+    deadline: np.ndarray  # int64[M], first slot it may no longer train in (> arrival)
+    log_target: np.ndarray  # float64[M], ln eps_j
+    cap: np.ndarray  # int64[M], maximum parallelism p_j (>= 1)
+    alpha: np.ndarray  # float64[M], scaling exponent in (0, 1]
+    family: np.ndarray  # int8[M], index into core_env.curves.FAMILIES
+    log_loss: np.ndarray  # float64[M, G], observed log-loss path on LOG_WORK_GRID
+    true_log_loss: np.ndarray  # float64[M, G], hidden noise-free curve on LOG_WORK_GRID
+    speeds: np.ndarray  # float64[N], node speeds for this episode
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.arrival.shape[0])
+
+    @property
+    def required_work(self) -> np.ndarray:
+        """float64[M]: s*_j, least work at which the hidden curve reaches the target."""
+        return first_crossing(self.true_log_loss, self.log_target)
+
+    @property
+    def required_observed_work(self) -> np.ndarray:
+        """float64[M]: least work at which the *observed* loss reaches the target (what
+        success actually needs; inf if the noise path never gets there)."""
+        return first_crossing(self.log_loss, self.log_target)
+
+
+def node_speeds(cfg: CoreConfig, rng: np.random.Generator) -> np.ndarray:
+    """float64[N] node speeds for one episode (draws from ``rng`` only for ``speed_choices``)."""
+    c = cfg.cluster
+    if c.node_speeds is not None:
+        return np.asarray(c.node_speeds, dtype=np.float64)
+    if c.speed_choices is not None:
+        return rng.choice(np.asarray(c.speed_choices, dtype=np.float64), size=c.n_nodes)
+    return np.ones(c.n_nodes)
+
+
+def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
+    """Draw one episode's workload (SPEC §3, §6).
+
+    Order of draws: node speeds, arrivals per slot (Poisson), then per task the required
+    work s* (log-uniform), parallelism cap, scaling exponent, deadline slack, and finally
+    the curves and their noise paths (:func:`core_env.curves.sample_curves`).
+    """
+    w = cfg.workload
+    speeds = node_speeds(cfg, rng)
+    counts = rng.poisson(w.arrival_rate, size=w.arrival_slots)
+    m = int(counts.sum())
+    if m > w.max_tasks:  # probability < 1e-20 by construction of max_tasks
+        raise RuntimeError(f"{m} arrivals exceed the task table capacity {w.max_tasks}")
+    arrival = np.repeat(np.arange(w.arrival_slots, dtype=np.int64), counts)
+    lo, hi = np.log(w.required_work[0]), np.log(w.required_work[1])
+    s_star = np.exp(rng.uniform(lo, hi, size=m))
+    cap = rng.choice(np.asarray(w.parallelism_choices, dtype=np.int64), size=m)
+    alpha = rng.uniform(*w.alpha_range, size=m)
+    slack = rng.uniform(*w.deadline_slack, size=m)
+    eff_cap = np.minimum(cap, cfg.cluster.n_nodes)
+    window = np.ceil(slack * s_star / eff_cap ** alpha).astype(np.int64)
+    window = np.clip(window, w.window[0], w.window[1])
+    family, true_ll, obs_ll, log_target = sample_curves(rng, w.mix, s_star)
+    return Workload(arrival=arrival, deadline=arrival + window, log_target=log_target,
+                    cap=cap, alpha=alpha, family=family, log_loss=obs_ll,
+                    true_log_loss=true_ll, speeds=speeds)
+
+
+def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
+    """Check a user-supplied workload against ``cfg``; return it with canonical dtypes.
+
+    Raises:
+        ValueError: naming the field and the first offending task.
+    """
+    if not isinstance(wl, Workload):
+        raise ValueError(f"workload: expected a core_env.Workload, got {type(wl).__name__}")
+    m = np.asarray(wl.arrival).shape[0] if np.ndim(wl.arrival) == 1 else -1
+    if m < 0:
+        raise ValueError("workload.arrival: expected a 1-D array")
+    if m > cfg.workload.max_tasks:
+        raise ValueError(f"workload: expected at most max_tasks={cfg.workload.max_tasks} "
+                         f"tasks, got {m}")
+    shapes = {"arrival": (m,), "deadline": (m,), "log_target": (m,), "cap": (m,),
+              "alpha": (m,), "family": (m,), "log_loss": (m, GRID_SIZE),
+              "true_log_loss": (m, GRID_SIZE), "speeds": (cfg.cluster.n_nodes,)}
+    out = {}
+    for name, shape in shapes.items():
+        arr = np.asarray(getattr(wl, name))
+        if arr.shape != shape:
+            raise ValueError(f"workload.{name}: expected shape {shape}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+            raise ValueError(f"workload.{name}: non-finite value at task/node {bad}")
+        out[name] = arr
+
+    def first_bad(cond: np.ndarray) -> int:
+        return int(np.flatnonzero(cond)[0])
+
+    checks = [
+        ("arrival", (out["arrival"] < 0) | (out["arrival"] >= cfg.workload.arrival_slots),
+         f"integer slots in [0, arrival_slots={cfg.workload.arrival_slots})"),
+        ("arrival", np.r_[False, np.diff(out["arrival"]) < 0], "non-decreasing arrival slots"),
+        ("deadline", out["deadline"] <= out["arrival"], "deadline > arrival"),
+        ("deadline", out["deadline"] - out["arrival"] > cfg.workload.window[1],
+         f"a window of at most {cfg.workload.window[1]} slots"),
+        ("cap", out["cap"] < 1, "parallelism cap >= 1"),
+        ("alpha", (out["alpha"] <= 0) | (out["alpha"] > 1), "alpha in (0, 1]"),
+        ("family", (out["family"] < 0) | (out["family"] > 127), "a family index"),
+        ("speeds", out["speeds"] <= 0, "positive node speeds"),
+    ]
+    for name, bad, allowed in checks:
+        if np.any(bad):
+            i = first_bad(bad)
+            raise ValueError(f"workload.{name}[{i}]: expected {allowed}, "
+                             f"got {out[name][i]!r}")
+    for name in ("arrival", "deadline", "cap"):
+        if not np.all(out[name] == np.round(out[name])):
+            raise ValueError(f"workload.{name}: expected integers")
+    return Workload(arrival=out["arrival"].astype(np.int64),
+                    deadline=out["deadline"].astype(np.int64),
+                    log_target=out["log_target"].astype(np.float64),
+                    cap=out["cap"].astype(np.int64), alpha=out["alpha"].astype(np.float64),
+                    family=out["family"].astype(np.int8),
+                    log_loss=out["log_loss"].astype(np.float64),
+                    true_log_loss=out["true_log_loss"].astype(np.float64),
+                    speeds=out["speeds"].astype(np.float64))
