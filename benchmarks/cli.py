@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--runs", type=int, default=5)
     speed.add_argument("--num-envs", type=int, default=256)
     speed.add_argument("--pz-steps", type=int, default=3000)
-    speed.add_argument("--batched-steps", type=int, default=400)
+    speed.add_argument("--batched-steps", type=int, default=1500)
     speed.add_argument("--seed", type=int, default=0)
     speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     args = parser.parse_args(argv)

@@ -60,7 +60,7 @@ def batched_decisions_per_second(preset: str, num_envs: int, steps: int, seed: i
 
 
 def run(preset: str = "CoRE-v0", runs: int = 5, pz_steps: int = 3000, num_envs: int = 256,
-        batched_steps: int = 400, seed: int = 0) -> dict[str, Any]:
+        batched_steps: int = 1500, seed: int = 0) -> dict[str, Any]:
     """Median throughputs over ``runs`` interleaved repetitions."""
     n = core_env.make_config(preset).cluster.n_nodes
     pz, bn, bc = [], [], []

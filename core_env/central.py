@@ -17,7 +17,6 @@ from gymnasium import spaces
 
 from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
-from core_env.presets import DEFAULT_PRESET
 
 
 class CentralCoreEnv(gymnasium.Env):
@@ -25,7 +24,7 @@ class CentralCoreEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, config: CoreConfig | None = None, *, preset: str = DEFAULT_PRESET,
+    def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
                  render_mode: str | None = None, **overrides: Any) -> None:
         self.par = CoreSchedulerEnv(config, preset=preset, render_mode=render_mode, **overrides)
         self.render_mode = render_mode

@@ -14,28 +14,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 
 def _fail(name: str, value: Any, allowed: str) -> None:
     raise ValueError(f"{name}: expected {allowed}, got {value!r}")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int,)) or not lo <= value <= hi:
+    if not _is_int(value) or not lo <= value <= hi:
         _fail(name, value, f"an integer in [{lo}, {hi}]")
 
 
 def _check_float(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False,
                  hi_open: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+          and math.isfinite(value))
     if ok:
         ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
         lb = "(" if lo_open else "["
         rb = ")" if hi_open else "]"
         _fail(name, value, f"a finite number in {lb}{lo}, {hi}{rb}")
+
+
+def _canonical(obj: Any, **types: type) -> None:
+    """Store validated numpy scalars as plain Python values (frozen dataclass)."""
+    for name, typ in types.items():
+        object.__setattr__(obj, name, typ(getattr(obj, name)))
 
 
 def _check_range(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False) -> None:
@@ -61,8 +75,9 @@ class ClusterConfig:
     """Fixed per-node speeds v_i (length ``n_nodes``, each in (0, 4]); ``None`` = all 1.0."""
 
     speed_choices: tuple[float, ...] | None = None
-    """If set, every node's speed is drawn from this list at each reset (heterogeneous
-    cluster, drawn from the episode's RNG). Mutually exclusive with ``node_speeds``."""
+    """If set (a non-empty tuple of speeds, each in (0, 4]), every node's speed is drawn from
+    this list at each reset (heterogeneous cluster, drawn from the episode's RNG). Mutually
+    exclusive with ``node_speeds``."""
 
     switch_cost: float = 0.0
     """Fraction c in [0, 1) of a slot's work lost by a node that trained a different task
@@ -72,6 +87,7 @@ class ClusterConfig:
         _check_int("n_nodes", self.n_nodes, 1, 256)
         _check_int("max_visible_tasks", self.max_visible_tasks, 1, 256)
         _check_float("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
+        _canonical(self, n_nodes=int, max_visible_tasks=int, switch_cost=float)
         if self.node_speeds is not None and self.speed_choices is not None:
             _fail("node_speeds", self.node_speeds, "None when speed_choices is set")
         if self.node_speeds is not None:
@@ -122,10 +138,12 @@ class WorkloadConfig:
 
     deadline_slack: tuple[float, float] = (0.6, 3.0)
     """Range of the slack factor f (uniform): the window is ``ceil(f * s* / p**alpha)``
-    slots, so f < 1 makes a task infeasible even at full parallelism. Within (0, 20]."""
+    slots (then clipped to ``window``), so f < 1 typically makes a task infeasible even at
+    full parallelism (success depends on the observed, noisy loss). Within (0, 20]."""
 
     window: tuple[int, int] = (4, 150)
-    """Minimum and maximum length of a task's window [arrival, deadline) in slots."""
+    """Minimum and maximum length of a task's window [arrival, deadline) in slots:
+    integers with 1 <= low <= high <= 10000."""
 
     parallelism_choices: tuple[int, ...] = (1, 2, 4, 8)
     """Maximum parallelism p_j is drawn uniformly from these values (each in [1, 256])."""
@@ -144,15 +162,15 @@ class WorkloadConfig:
         _check_range("required_work", self.required_work, 0.5, 2000.0)
         _check_range("deadline_slack", self.deadline_slack, 0.0, 20.0, lo_open=True)
         w = self.window
-        if not (isinstance(w, tuple) and len(w) == 2 and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in w)
+        if not (isinstance(w, tuple) and len(w) == 2 and all(_is_int(v) for v in w)
                 and 1 <= w[0] <= w[1] <= 10_000):
             _fail("window", w, "an (int, int) tuple with 1 <= low <= high <= 10000")
         pc = self.parallelism_choices
         if not (isinstance(pc, tuple) and len(pc) > 0 and all(
-                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 256 for v in pc)):
+                _is_int(v) and 1 <= v <= 256 for v in pc)):
             _fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 256]")
         _check_range("alpha_range", self.alpha_range, 0.0, 1.0, lo_open=True)
+        _canonical(self, load=float, base_arrival_rate=float, arrival_slots=int)
 
     @property
     def arrival_rate(self) -> float:
@@ -177,6 +195,7 @@ class RewardConfig:
 
     def __post_init__(self) -> None:
         _check_float("shaping_beta", self.shaping_beta, 0.0, 100.0)
+        _canonical(self, shaping_beta=float)
 
 
 @dataclass(frozen=True)
@@ -190,6 +209,7 @@ class EpisodeConfig:
     def __post_init__(self) -> None:
         if self.max_steps is not None:
             _check_int("max_steps", self.max_steps, 1, 1_000_000)
+            _canonical(self, max_steps=int)
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,21 @@ vision        power law ``(1+u)^-k`` with              mild noise
               learning-rate-step drops
 ============  ======================================  ==============================
 
+The four supervised shapes stand for Domhan et al.'s families up to reparametrisation:
+pow3/pow4 (power law with an offset), weibull (also Janoschek and exp4: stretched
+exponentials), mmf (also Hill3 and log-power: log-logistic) and ilog (ilog2).
+
 The observed log-loss path is the true one plus a noise path drawn once per task as a
-function of log work (common random numbers): a sum of random sinusoids in log work
-(a correlated, stationary component), white noise per grid point (interpolated, so the
-path is still a function of work), and for ``rl`` Gaussian bumps (regressions).
+function of log work (common random numbers): Gaussian knots every 4 grid points, linearly
+interpolated (a correlated component), uniform white noise per grid point (interpolated, so
+the path is still a function of work), and for ``rl`` Gaussian bumps (regressions).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,7 +46,7 @@ WORK_MIN = 0.25
 WORK_MAX = 4096.0
 """Last grid point (node-slots); the curve is flat above it."""
 
-GRID_SIZE = 128
+GRID_SIZE = 64
 """Number of grid points."""
 
 LOG_WORK_GRID = np.linspace(math.log(WORK_MIN), math.log(WORK_MAX), GRID_SIZE)
@@ -115,116 +120,185 @@ MIXES: dict[str, tuple[tuple[FamilyParams, float], ...]] = {
 """Named task-family mixes: (family parameters, weight) pairs; weights sum to 1."""
 
 
+MAX_STAGES = max(p.stages[1] for entries in MIXES.values() for p, _ in entries)
+"""Largest number of rl plateau stages / vision drops of any mix (width of stage arrays)."""
+
+_KNOT_EVERY = 4
+_KNOTS = np.arange(0, GRID_SIZE + _KNOT_EVERY, _KNOT_EVERY)
+_KNOT_WEIGHTS = np.maximum(0.0, 1.0 - np.abs(np.arange(GRID_SIZE)[None, :] - _KNOTS[:, None])
+                           / _KNOT_EVERY).astype(np.float32)
+"""[n_knots, G] linear interpolation from knots every 4 grid points (~0.6 in log work)."""
+
+_F = np.float32
+
+
+class CurveParams(NamedTuple):
+    """Every random number behind n tasks' curves and noise paths (drawn per episode by
+    :func:`draw_curve_params`; turned into tables by :func:`evaluate_curves`, which is
+    deterministic and vectorised over any concatenation of tasks)."""
+
+    entry: np.ndarray  # int64[n], index of the task's (family, params) entry in the mix
+    log_required: np.ndarray  # float64[n], ln s*
+    log_scale: np.ndarray  # float32[n], ln of the curve's work scale
+    k: np.ndarray  # float32[n], shape exponent
+    shape: np.ndarray  # int64[n], supervised shape index (SUPERVISED_SHAPES)
+    l0: np.ndarray  # float32[n], initial loss
+    floor: np.ndarray  # float32[n], asymptotic loss
+    stage_at: np.ndarray  # float32[n, S], rl stage centres / vision drop points (log u)
+    stage_width: np.ndarray  # float32[n, S], rl stage widths (log u)
+    stage_weight: np.ndarray  # float32[n, S], rl stage weights / vision drop factors
+    knots: np.ndarray  # float32[n, n_knots], standard normal knots of the correlated noise
+    white: np.ndarray  # float32[n, G], uniform(-1/2, 1/2) white noise
+    bump: np.ndarray  # float32[n, 3], rl regression (centre in log work, width, height)
+
+
+def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndarray
+                      ) -> CurveParams:
+    """Draw the curve parameters of n tasks whose required work s* is given (fixed order)."""
+    entries = MIXES[mix]
+    n = required_work.shape[0]
+    weights = np.array([w for _, w in entries], dtype=np.float64)
+    entry = np.searchsorted(np.cumsum(weights / weights.sum())[:-1], rng.random(n), side="right")
+    lo = np.array([math.log(p.scale_frac[0]) for p, _ in entries])[entry]
+    hi = np.array([math.log(p.scale_frac[1]) for p, _ in entries])[entry]
+    log_required = np.log(required_work)
+    log_scale = log_required + lo + (hi - lo) * rng.random(n)
+
+    def per_entry(field: str, size: int | None = None) -> np.ndarray:
+        """Uniform draws in each task's entry's (low, high) range of ``field``."""
+        a = np.array([getattr(p, field)[0] for p, _ in entries])[entry]
+        b = np.array([getattr(p, field)[1] for p, _ in entries])[entry]
+        if size is None:
+            return a + (b - a) * rng.random(n)
+        return a[:, None] + (b - a)[:, None] * rng.random((n, size))
+
+    k = per_entry("exponent")
+    l0 = per_entry("initial_loss")
+    floor = l0 * per_entry("floor_frac")
+    shape = rng.integers(0, len(SUPERVISED_SHAPES), size=n)
+    s_max = MAX_STAGES
+    stage_lo = np.array([p.stages[0] for p, _ in entries])[entry]
+    stage_hi = np.array([p.stages[1] for p, _ in entries])[entry]
+    stages = stage_lo + np.floor(rng.random(n) * (stage_hi - stage_lo + 1)).astype(np.int64)
+    active = np.arange(s_max)[None, :] < stages[:, None]
+    is_rl = np.array([p.family == "rl" for p, _ in entries])[entry]
+    at = np.sort(rng.uniform(-1.0, 2.0, size=(n, s_max)), axis=1)
+    at = np.where(is_rl[:, None], at, at - 0.5)  # vision drops in [-1.5, 1.5]
+    width = rng.uniform(0.15, 0.4, size=(n, s_max)) / per_entry("exponent", s_max)
+    raw = rng.exponential(size=(n, s_max)) * active  # Dirichlet over the active stages
+    rl_weight = raw / raw.sum(axis=1, keepdims=True)
+    factor = np.where(active, per_entry("drop_factor", s_max), 1.0)
+    weight = np.where(is_rl[:, None], rl_weight, factor)
+    knots = rng.standard_normal(size=(n, _KNOTS.size), dtype=np.float32)
+    white = rng.random(size=(n, GRID_SIZE), dtype=np.float32) - _F(0.5)
+    prob = np.array([p.regression_prob for p, _ in entries])[entry]
+    has_bump = rng.random(n) < prob
+    bump = np.stack([
+        rng.uniform(LOG_WORK_GRID[0] + 1.0, LOG_WORK_GRID[-1] - 1.0, size=n),
+        rng.uniform(0.1, 0.4, size=n),
+        per_entry("regression_size") * has_bump,
+    ], axis=1)
+    return CurveParams(entry=entry, log_required=log_required, log_scale=log_scale.astype(_F),
+                       k=k.astype(_F), shape=shape, l0=l0.astype(_F), floor=floor.astype(_F),
+                       stage_at=at.astype(_F), stage_width=width.astype(_F),
+                       stage_weight=weight.astype(_F), knots=knots, white=white,
+                       bump=bump.astype(_F))
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    half = _F(0.5)
+    return half * (_F(1.0) + np.tanh(half * x))
 
 
-def _shape_supervised(rng: np.random.Generator, p: FamilyParams, log_u: np.ndarray) -> np.ndarray:
-    n = log_u.shape[0]
-    k = rng.uniform(*p.exponent, size=(n, 1))
-    shape = rng.integers(0, len(SUPERVISED_SHAPES), size=(n, 1))
-    u = np.exp(log_u)
-    g_pow3 = np.exp(-k * np.log1p(u))
-    g_weibull = np.exp(-np.exp(k * log_u))
-    g_mmf = _sigmoid(-k * log_u)
-    g_ilog = np.exp(-k * np.log1p(np.log1p(u)))
-    return np.choose(shape, [g_pow3, g_weibull, g_mmf, g_ilog])
-
-
-def _shape_rl(rng: np.random.Generator, p: FamilyParams, log_u: np.ndarray) -> np.ndarray:
-    n = log_u.shape[0]
-    stages = rng.integers(p.stages[0], p.stages[1] + 1, size=n)
-    smax = p.stages[1]
-    # Stage centres spread over [-1, 2] in log-u, widths ~ 1/k, weights Dirichlet.
-    centres = np.sort(rng.uniform(-1.0, 2.0, size=(n, smax)), axis=1)
-    widths = 1.0 / rng.uniform(*p.exponent, size=(n, smax)) * rng.uniform(0.15, 0.4, size=(n, smax))
-    weights = rng.dirichlet(np.ones(smax), size=n) if smax > 1 else np.ones((n, 1))
-    active = np.arange(smax)[None, :] < stages[:, None]
-    weights = np.where(active, weights, 0.0)
-    weights /= weights.sum(axis=1, keepdims=True)
-    steps = _sigmoid((log_u[:, None, :] - centres[:, :, None]) / widths[:, :, None])
-    return 1.0 - np.einsum("ns,nsg->ng", weights, steps)
-
-
-def _shape_vision(rng: np.random.Generator, p: FamilyParams, log_u: np.ndarray) -> np.ndarray:
-    n = log_u.shape[0]
-    k = rng.uniform(*p.exponent, size=(n, 1))
-    g = np.exp(-k * np.log1p(np.exp(log_u)))
-    drops = rng.integers(p.stages[0], p.stages[1] + 1, size=n)
-    smax = p.stages[1]
-    at = np.sort(rng.uniform(-1.5, 1.5, size=(n, smax)), axis=1)
-    factor = rng.uniform(*p.drop_factor, size=(n, smax))
-    factor = np.where(np.arange(smax)[None, :] < drops[:, None], factor, 1.0)
-    for i in range(smax):
-        step = _sigmoid((log_u - at[:, i:i + 1]) / 0.03)
-        g = g * (1.0 - (1.0 - factor[:, i:i + 1]) * step)
+def _shape(family: str, c: CurveParams, log_u: np.ndarray, stages: int) -> np.ndarray:
+    """float32[n, G] decreasing shape g in [0, 1] of tasks of one family entry whose
+    rl stages / vision drops are at most ``stages``."""
+    k = c.k[:, None]
+    if family == "supervised":
+        g = np.empty_like(log_u)
+        for i, name in enumerate(SUPERVISED_SHAPES):
+            idx = np.flatnonzero(c.shape == i)
+            if idx.size == 0:
+                continue
+            lu, ki = log_u[idx], k[idx]
+            if name == "pow3":
+                g[idx] = np.exp(-ki * np.logaddexp(_F(0.0), lu))  # (1 + u)^-k
+            elif name == "weibull":
+                g[idx] = np.exp(-np.exp(ki * lu))  # exp(-u^k)
+            elif name == "mmf":
+                g[idx] = _sigmoid(-ki * lu)  # 1 / (1 + u^k)
+            else:  # ilog: (1 + ln(1 + u))^-k
+                g[idx] = np.exp(-ki * np.log1p(np.logaddexp(_F(0.0), lu)))
+        return g
+    if family == "rl":  # 1 - sum_i w_i sigmoid((log u - c_i) / width_i)
+        g = np.ones_like(log_u)
+        for i in range(stages):
+            w = c.stage_weight[:, i:i + 1]
+            g -= w * _sigmoid((log_u - c.stage_at[:, i:i + 1]) / c.stage_width[:, i:i + 1])
+        return np.maximum(g, _F(0.0))
+    # vision: (1 + u)^-k times a drop factor after each learning-rate step
+    g = np.exp(-k * np.logaddexp(_F(0.0), log_u))
+    for i in range(stages):
+        step = _sigmoid((log_u - c.stage_at[:, i:i + 1]) * _F(1.0 / 0.03))
+        g *= _F(1.0) - (_F(1.0) - c.stage_weight[:, i:i + 1]) * step
     return g
 
 
-_SHAPES = {"supervised": _shape_supervised, "rl": _shape_rl, "vision": _shape_vision}
+def _take(c: CurveParams, idx: np.ndarray) -> CurveParams:
+    return CurveParams(*(a[idx] for a in c))
 
 
-def _noise(rng: np.random.Generator, p: FamilyParams, g: np.ndarray) -> np.ndarray:
-    """float64[n, G] noise path in log-loss over the log-work grid."""
-    n = g.shape[0]
-    n_waves = 4
-    amp = rng.normal(0.0, p.noise_sigma * math.sqrt(2.0 / n_waves), size=(n, n_waves, 1))
-    freq = rng.uniform(0.5, 4.0, size=(n, n_waves, 1))
-    phase = rng.uniform(0.0, 2.0 * math.pi, size=(n, n_waves, 1))
-    noise = (amp * np.sin(freq * LOG_WORK_GRID[None, None, :] + phase)).sum(axis=1)
-    white = rng.normal(0.0, 1.0, size=(n, GRID_SIZE))
-    if p.family == "rl":
-        # heteroscedastic: noise peaks while the curve is learning fastest
-        white *= p.white_sigma * (0.3 + 2.8 * g * (1.0 - g))
-        has_bump = rng.random(n) < p.regression_prob
-        where = rng.uniform(LOG_WORK_GRID[0] + 1.0, LOG_WORK_GRID[-1] - 1.0, size=(n, 1))
-        width = rng.uniform(0.1, 0.4, size=(n, 1))
-        height = rng.uniform(*p.regression_size, size=(n, 1)) * has_bump[:, None]
-        noise += height * np.exp(-0.5 * ((LOG_WORK_GRID[None, :] - where) / width) ** 2)
-    else:
-        white *= p.white_sigma
-    return noise + white
+def concat_params(parts: list[CurveParams]) -> CurveParams:
+    """Concatenate the parameters of several task sets (e.g. several episodes)."""
+    return CurveParams(*(np.concatenate(a, axis=0) for a in zip(*parts)))
+
+
+def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                         np.ndarray]:
+    """Tabulate the curves of :func:`draw_curve_params` (vectorised, no randomness).
+
+    Returns:
+        ``(family, true_log_loss, observed_log_loss, log_target)``: int8[n] index into
+        :data:`FAMILIES`, float32[n, G] noise-free and observed log-loss tables on
+        :data:`LOG_WORK_GRID`, and float64[n] ln eps_j (the true curve's value at s*).
+    """
+    entries = MIXES[mix]
+    n = c.entry.shape[0]
+    family = np.zeros(n, dtype=np.int8)
+    true_ll = np.zeros((n, GRID_SIZE), dtype=_F)
+    obs_ll = np.zeros((n, GRID_SIZE), dtype=_F)
+    log_target = np.zeros(n)
+    grid = LOG_WORK_GRID.astype(_F)
+    for e, (p, _) in enumerate(entries):
+        idx = np.flatnonzero(c.entry == e)
+        if idx.size == 0:
+            continue
+        ce = _take(c, idx)
+        g = _shape(p.family, ce, grid[None, :] - ce.log_scale[:, None], p.stages[1])
+        curve = np.log(ce.floor[:, None] + (ce.l0 - ce.floor)[:, None] * g)
+        noise = (ce.knots * _F(p.noise_sigma)) @ _KNOT_WEIGHTS
+        white = ce.white * _F(p.white_sigma * math.sqrt(12.0))
+        if p.family == "rl":  # heteroscedastic: largest while the curve learns fastest
+            white *= _F(0.3) + _F(2.8) * g * (_F(1.0) - g)
+            bumpy = np.flatnonzero(ce.bump[:, 2] > 0)
+            if bumpy.size:
+                b = ce.bump[bumpy]
+                noise[bumpy] += b[:, 2:3] * np.exp(
+                    _F(-0.5) * ((grid[None, :] - b[:, 0:1]) / b[:, 1:2]) ** 2)
+        family[idx] = FAMILIES.index(p.family)
+        true_ll[idx] = curve
+        obs_ll[idx] = curve + noise + white
+        i0, frac = grid_position(ce.log_required)
+        rows = np.arange(idx.size)
+        lo = curve[rows, i0]
+        log_target[idx] = lo + (curve[rows, i0 + 1] - lo) * frac
+    return family, true_ll, obs_ll, log_target
 
 
 def sample_curves(rng: np.random.Generator, mix: str, required_work: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Draw one curve per task, with its target at the given required work.
-
-    Args:
-        rng: the episode's generator (consumed in a fixed order).
-        mix: a key of :data:`MIXES`.
-        required_work: float64[n], s*_j; the target is the true curve's value there.
-
-    Returns:
-        ``(family, true_log_loss, observed_log_loss, log_target)``: int8[n] index into
-        :data:`FAMILIES`, float64[n, G] noise-free and observed log-loss tables on
-        :data:`LOG_WORK_GRID`, and float64[n] ln eps_j.
-    """
-    entries = MIXES[mix]
-    n = required_work.shape[0]
-    weights = np.array([w for _, w in entries], dtype=np.float64)
-    which = rng.choice(len(entries), size=n, p=weights / weights.sum())
-    family = np.zeros(n, dtype=np.int8)
-    true_ll = np.zeros((n, GRID_SIZE))
-    obs_ll = np.zeros((n, GRID_SIZE))
-    log_target = np.zeros(n)
-    for e, (p, _) in enumerate(entries):
-        idx = np.flatnonzero(which == e)
-        if idx.size == 0:
-            continue
-        s_star = required_work[idx]
-        lo, hi = np.log(p.scale_frac[0]), np.log(p.scale_frac[1])
-        log_scale = np.log(s_star) + rng.uniform(lo, hi, size=idx.size)
-        log_u = LOG_WORK_GRID[None, :] - log_scale[:, None]
-        g = _SHAPES[p.family](rng, p, log_u)
-        l0 = rng.uniform(*p.initial_loss, size=(idx.size, 1))
-        floor = l0 * rng.uniform(*p.floor_frac, size=(idx.size, 1))
-        curve = np.log(floor + (l0 - floor) * g)
-        family[idx] = FAMILIES.index(p.family)
-        true_ll[idx] = curve
-        obs_ll[idx] = curve + _noise(rng, p, g)
-        log_target[idx] = interp_log_loss(curve, np.log(s_star))
-    return family, true_ll, obs_ll, log_target
+    """Draw and tabulate one curve per task (see :func:`evaluate_curves` for the outputs)."""
+    return evaluate_curves(draw_curve_params(rng, mix, required_work), mix)
 
 
 def grid_position(log_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

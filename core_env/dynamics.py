@@ -22,7 +22,6 @@ Phi the sum of the visible tasks' log-progress and Phi := 0 at the end of an epi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -148,12 +147,6 @@ def agent_mask(s: BatchState) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=16)
-def _earlier(n: int) -> np.ndarray:
-    """bool[N, N]: entry (i, j) is True when node j comes before node i."""
-    return np.tri(n, n, -1, dtype=bool)
-
-
 def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     """Advance every environment of the batch by one slot, in place.
 
@@ -174,13 +167,17 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     task_of = np.where(a > 0, s.slot_task[rows, a - 1], -1)  # task row picked, -1 = none
     illegal = (a > 0) & (task_of < 0)
     a[illegal] = 0
-    # 2. parallelism caps, lowest node first
-    same = a[:, :, None] == a[:, None, :]
-    same &= _earlier(n)
-    before = same.sum(axis=2)  # nodes with a lower index that picked the same action
-    over = (a > 0) & (before >= s.slot_cap[rows, a - 1])
+    # 2. parallelism caps, lowest node first: a node's rank among the nodes that picked the
+    # same slot comes from a stable sort of the flat [B, K+1] slot indices.
+    keys = (rows * (k + 1) + a).ravel()
+    picks = np.bincount(keys, minlength=bsz * (k + 1))
+    first = np.cumsum(picks) - picks  # sorted position of each slot's first picker
+    order = np.argsort(keys, kind="stable")
+    before = np.empty(bsz * n, dtype=np.int64)
+    before[order] = np.arange(bsz * n) - first[keys[order]]
+    over = (a > 0) & (before.reshape(bsz, n) >= s.slot_cap[rows, a - 1])
     a[over] = 0
-    task_of[illegal | over] = -1
+    task_of[over] = -1
     train = a > 0
     # 3. switching cost
     switched = train & (s.last_task >= 0) & (task_of != s.last_task)
@@ -193,47 +190,54 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     count = np.bincount(flat, minlength=bsz * (k + 1)).reshape(bsz, k + 1)[:, 1:]
     speed_sum = speed_sum.reshape(bsz, k + 1)[:, 1:]
     tb, tk = np.nonzero(count)
-    cnt = count[tb, tk].astype(np.float32)
-    gain = speed_sum[tb, tk].astype(np.float32) * cnt ** (s.slot_alpha[tb, tk] - np.float32(1.0))
-    work = s.slot_work[tb, tk] + gain
-    s.slot_work[tb, tk] = work
+    ti = tb * k + tk  # flat [B, K] index of every trained slot (1-D takes are fast)
+    cnt = count[tb, tk]
+    alpha = s.slot_alpha.ravel()[ti]
+    gain = speed_sum[tb, tk].astype(np.float32) * cnt.astype(np.float32) ** (alpha - np.float32(1))
+    work = s.slot_work.ravel()[ti] + gain
+    s.slot_work.ravel()[ti] = work
     # 5. observed loss at the new cumulative work
     log_work = np.log(work)
     x = (log_work - np.float32(LOG_WORK_GRID[0])) * np.float32(1.0 / GRID_STEP)
     x = np.minimum(np.maximum(x, np.float32(0.0)), np.float32(GRID_SIZE - 1))
     i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
     frac = x - i0
-    task = s.slot_task[tb, tk]
-    lo = s.w_log_loss[tb, task, i0]
-    ll = lo + (s.w_log_loss[tb, task, i0 + 1] - lo) * frac
-    n_obs = s.slot_n_obs[tb, tk]
-    first = np.where(n_obs == 0, ll, s.slot_first_log_loss[tb, tk])
-    back = np.maximum(n_obs - SLOPE_LAG, 0) % (SLOPE_LAG + 1)
-    dw = log_work - s.ring_log_work[tb, tk, back]
+    task = s.slot_task.ravel()[ti]
+    gi = (tb * s.w_log_loss.shape[1] + task) * GRID_SIZE + i0
+    table = s.w_log_loss.ravel()
+    lo = table[gi]
+    ll = lo + (table[gi + 1] - lo) * frac
+    n_obs = s.slot_n_obs.ravel()[ti]
+    first = np.where(n_obs == 0, ll, s.slot_first_log_loss.ravel()[ti])
+    r = SLOPE_LAG + 1
+    back = ti * r + np.maximum(n_obs - SLOPE_LAG, 0) % r
+    dw = log_work - s.ring_log_work.ravel()[back]
     has_slope = (n_obs > 0) & (dw > 1e-6)
-    s.slot_slope[tb, tk] = np.where(
-        has_slope, (ll - s.ring_log_loss[tb, tk, back]) / np.where(has_slope, dw, 1.0), 0.0)
-    ring = n_obs % (SLOPE_LAG + 1)
-    s.ring_log_work[tb, tk, ring] = log_work
-    s.ring_log_loss[tb, tk, ring] = ll
-    s.slot_first_log_loss[tb, tk] = first
-    s.slot_log_loss[tb, tk] = ll
-    s.hist_log_work[tb, tk, n_obs] = log_work
-    s.hist_log_loss[tb, tk, n_obs] = ll
-    s.slot_n_obs[tb, tk] = n_obs + 1
-    target = s.slot_log_target[tb, tk]
-    s.slot_psi[tb, tk] = log_progress(first, ll, target)
+    s.slot_slope.ravel()[ti] = np.where(
+        has_slope, (ll - s.ring_log_loss.ravel()[back]) / np.where(has_slope, dw, 1.0), 0.0)
+    ring = ti * r + n_obs % r
+    s.ring_log_work.ravel()[ring] = log_work
+    s.ring_log_loss.ravel()[ring] = ll
+    s.slot_first_log_loss.ravel()[ti] = first
+    s.slot_log_loss.ravel()[ti] = ll
+    hi = ti * s.hist_log_work.shape[2] + n_obs
+    s.hist_log_work.ravel()[hi] = log_work
+    s.hist_log_loss.ravel()[hi] = ll
+    s.slot_n_obs.ravel()[ti] = n_obs + 1
+    target = s.slot_log_target.ravel()[ti]
+    s.slot_psi.ravel()[ti] = log_progress(first, ll, target)
     # 6. successes
     ok = ll <= target
-    sb, sk = tb[ok], tk[ok]
-    s.status[sb, s.slot_task[sb, sk]] = SUCCEEDED
-    s.slot_task[sb, sk] = -1
-    s.slot_psi[sb, sk] = 0.0
+    si = ti[ok]
+    sb = tb[ok]
+    s.status[sb, task[ok]] = SUCCEEDED
+    s.slot_task.ravel()[si] = -1
+    s.slot_psi.ravel()[si] = 0.0
     successes = np.bincount(sb, minlength=bsz)
     s.completed += successes
     # bookkeeping for the next observation
     s.slot_nodes_last.fill(0)
-    s.slot_nodes_last[tb, tk] = count[tb, tk]
+    s.slot_nodes_last.ravel()[ti] = cnt
     s.last_task[:] = task_of
     s.illegal += illegal.sum(axis=1)
     s.conflicts += over.sum(axis=1)

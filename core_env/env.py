@@ -63,9 +63,10 @@ class CoreSchedulerEnv(ParallelEnv):
     utilization, illegal_actions, capacity_conflicts, switches, length and return.
 
     ## Arguments
-    ``CoreSchedulerEnv(config=None, *, preset="CoRE-v0", render_mode=None, **overrides)``:
-    a full :class:`CoreConfig`, or a preset id with flat overrides such as ``n_nodes``,
-    ``max_visible_tasks``, ``load``, ``shaping_beta``, ``switch_cost``, ``node_speeds``.
+    ``CoreSchedulerEnv(config=None, *, preset=None, render_mode=None, **overrides)``:
+    a full :class:`CoreConfig`, or a preset id (default ``"CoRE-v0"``) with flat overrides
+    such as ``n_nodes``, ``max_visible_tasks``, ``load``, ``shaping_beta``, ``switch_cost``,
+    ``node_speeds``, ``max_steps`` (alias ``max_cycles``, PettingZoo's name).
     ``reset(seed, options={"workload": w})`` replays a given :class:`Workload`.
 
     ## Version History
@@ -75,14 +76,20 @@ class CoreSchedulerEnv(ParallelEnv):
     metadata = {"name": "core_env_scheduler_v0", "render_modes": ["ansi"],
                 "is_parallelizable": True}
 
-    def __init__(self, config: CoreConfig | None = None, *, preset: str = DEFAULT_PRESET,
+    def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
                  render_mode: str | None = None, **overrides: Any) -> None:
+        if "max_cycles" in overrides:  # PettingZoo's name for the step limit
+            if "max_steps" in overrides:
+                raise ValueError("max_cycles: give max_cycles or max_steps, not both")
+            overrides["max_steps"] = overrides.pop("max_cycles")
+        if config is not None and not isinstance(config, CoreConfig):
+            raise ValueError(f"config: expected a CoreConfig, got {type(config).__name__}")
         if config is None:
-            config = make_config(preset, **overrides)
+            config = make_config(preset or DEFAULT_PRESET, **overrides)
+        elif preset is not None:
+            raise ValueError(f"preset: expected None when a config is given, got {preset!r}")
         elif overrides:
             config = config.replace(**overrides)
-        if not isinstance(config, CoreConfig):
-            raise ValueError(f"config: expected a CoreConfig, got {type(config).__name__}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
         self.config = config
@@ -120,7 +127,7 @@ class CoreSchedulerEnv(ParallelEnv):
         replays a given workload instead of drawing one."""
         if seed is not None or self._rng is None:
             self._rng = np.random.default_rng(seed)
-        options = options or {}
+        options = options or {}  # other keys are ignored (PettingZoo's API test passes some)
         if options.get("workload") is not None:
             wl = validate_workload(options["workload"], self.config)
         else:

@@ -2,8 +2,8 @@
 
 An agent's observation is ``[global features | this node's features | K x F task table]``
 (the task table is row-major: slot 0's F features, then slot 1's, ...). The global state
-for centralised critics is ``[global features | N x node features | K x F' task table]``,
-with the node-specific task column (``mine_last``) left out of F'. :class:`Layout` maps
+for centralised critics is ``[global features | N x node features | K x F task table]``:
+the same blocks with every node's row. :class:`Layout` maps
 feature names to index ranges so that policies and wrappers never use magic numbers::
 
     layout = env.layout
@@ -11,8 +11,8 @@ feature names to index ranges so that policies and wrappers never use magic numb
     obs[..., layout.task_columns("cap")]       # int64[K] indices of the cap column
     layout.task_table(obs)                     # view [..., K, F]
 
-Every feature has declared bounds; observations are clipped to them, and the Box spaces are
-built from them, so every observation lies inside its space.
+Every feature has declared bounds, each feature is computed so that it stays inside them
+(clipped or bounded by construction; tested), and the Box spaces are built from them.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ TASK_FEATURES = (
     Feature("reachable_work", 0.0, 1.0,
             "ln(1 + work still deliverable before the deadline at full cap and mean node "
             "speed) / ln(1 + WORK_MAX), clipped (remaining capacity)"),
-    Feature("mine_last", 0.0, 1.0, "1 if this node trained it last slot (per-node column)"),
 )
-"""Task-table columns; ``mine_last`` is last and is the only node-specific one."""
+"""Task-table columns. The table is the same for every node; what is node-specific (its
+speed, which slot it trained last) is in the node block."""
 
 
 @dataclass(frozen=True)
@@ -209,5 +209,5 @@ def observation_layout(n_nodes: int, n_slots: int) -> Layout:
 
 
 def state_layout(n_nodes: int, n_slots: int) -> Layout:
-    """Layout of the global state (all node rows, task table without ``mine_last``)."""
-    return Layout(GLOBAL_FEATURES, NODE_FEATURES, TASK_FEATURES[:-1], n_nodes, n_slots, n_nodes)
+    """Layout of the global state (global block, all node rows, task table)."""
+    return Layout(GLOBAL_FEATURES, NODE_FEATURES, TASK_FEATURES, n_nodes, n_slots, n_nodes)

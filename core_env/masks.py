@@ -20,7 +20,7 @@ def sequential_mask(action_mask: np.ndarray, capacity: np.ndarray,
     Args:
         action_mask: int8/bool[..., K + 1], the node's own mask from its observation.
         capacity: int[..., K], each visible task's parallelism cap (``cap`` column x N, see
-            :meth:`core_env.layout.ObservationLayout.capacity`).
+            :meth:`core_env.layout.Layout.capacity`).
         earlier_actions: int[..., i], actions of nodes 0..i-1 (may be empty).
 
     Returns:

@@ -1,10 +1,8 @@
 """Observations, masks and the global state, computed from a :class:`BatchState`.
 
 The task table ``[B, K, F]`` is built once per step for the whole batch and broadcast into
-every node's observation; only the node block and the per-node column ``mine_last`` differ
-between nodes. Work is proportional to what changed: columns that move with time are
-recomputed for every slot, the others only for slots whose task, observation count or
-last-slot node count changed. Outputs are written into buffers allocated once.
+every node's observation; only the node block differs between nodes. Outputs are written
+into buffers allocated once.
 """
 
 from __future__ import annotations
@@ -19,9 +17,6 @@ from core_env.layout import Layout, observation_layout, state_layout
 from core_env.state import NEVER, QUEUED, BatchState
 
 _LOG_WORK_NORM = np.float32(1.0 / math.log1p(WORK_MAX))
-_TIME_COLUMNS = ("time_to_deadline", "age", "critical", "reachable_work")
-
-
 class Observer:
     """Writes observations ``[B, N, D]``, masks ``[B, N, K+1]`` and states for a batch.
 
@@ -42,79 +37,45 @@ class Observer:
         b, lay = batch_size, self.obs_layout
         self.obs = np.zeros((b, self.n, lay.size), dtype=np.float32)
         self.mask = np.zeros((b, self.n, self.k + 1), dtype=np.int8)
-        self.table = np.zeros((b, self.k, lay.task_size), dtype=np.float32)  # mine_last = 0
-        head = lay.global_size + lay.node_size
-        self.head = np.zeros((b, self.n, head), dtype=np.float32)  # [global | node] per node
+        self.table = np.zeros((b, self.k, lay.task_size), dtype=np.float32)
         self.globals = np.zeros((b, lay.global_size), dtype=np.float32)
-        self.nodes = self.head[:, :, lay.global_size:]
+        self.nodes = np.zeros((b, self.n, lay.node_size), dtype=np.float32)
         self.node_index = np.float32(np.arange(self.n) / max(self.n - 1, 1))
-        self._mine = lay.task_block.start + lay.task_column("mine_last")
         self._col = {f.name: i for i, f in enumerate(lay.task_features)}
-        # per-slot caches, refreshed for changed slots only
-        self._rate = np.zeros((b, self.k), dtype=np.float32)  # min(p, N)**alpha * mean speed
-        self._seen_task = np.full((b, self.k), -2, dtype=np.int64)
-        self._seen_obs = np.zeros((b, self.k), dtype=np.int64)
-        self._seen_nodes = np.zeros((b, self.k), dtype=np.int64)
 
     def invalidate(self, rows: np.ndarray | None = None) -> None:
-        """Force a full recomputation of the task rows of ``rows`` (bool[B]; None = all),
-        e.g. after a reset put a new workload there."""
-        self._seen_task[slice(None) if rows is None else rows] = -2
-
-    def _refresh_changed(self, s: BatchState) -> None:
-        """Recompute the non-time columns of slots that changed since the last call."""
-        changed = s.slot_task != self._seen_task
-        changed |= s.slot_n_obs != self._seen_obs
-        changed |= s.slot_nodes_last != self._seen_nodes
-        cb, ck = np.nonzero(changed)
-        if cb.size == 0:
-            return
-        f32 = np.float32
-        self._seen_task[cb, ck] = s.slot_task[cb, ck]
-        self._seen_obs[cb, ck] = s.slot_n_obs[cb, ck]
-        self._seen_nodes[cb, ck] = s.slot_nodes_last[cb, ck]
-        present = s.slot_task[cb, ck] >= 0
-        observed = s.slot_n_obs[cb, ck] > 0
-        cap = np.minimum(s.slot_cap[cb, ck], self.n).astype(f32)
-        alpha = s.slot_alpha[cb, ck]
-        self._rate[cb, ck] = cap ** alpha * s.mean_speed[cb]
-        gap = (s.slot_log_loss[cb, ck] - s.slot_log_target[cb, ck]) * f32(0.25)
-        values = {
-            "present": np.ones_like(alpha),
-            "loss_gap": np.minimum(np.maximum(gap, -1.0), 1.0) * observed,
-            "progress": s.slot_psi[cb, ck],
-            "log_work": np.log1p(s.slot_work[cb, ck]) * _LOG_WORK_NORM,
-            "slope": np.minimum(np.maximum(s.slot_slope[cb, ck] * f32(1.0 / 3.0), -1.0), 1.0),
-            "nodes_last": s.slot_nodes_last[cb, ck] * f32(1.0 / self.n),
-            "cap": cap * f32(1.0 / self.n),
-            "alpha": alpha,
-        }
-        tab = self.table
-        for name, v in values.items():
-            tab[cb, ck, self._col[name]] = v * present
-        empty = ~present
-        if empty.any():
-            tab[cb[empty], ck[empty], :] = 0.0
+        """Kept for API stability: the table is recomputed densely every step."""
 
     def _compute_tables(self, s: BatchState) -> None:
         """Fill the global, node and shared task-table buffers, feature by feature name."""
         f32 = np.float32
         n, k, w = self.n, self.k, self.max_window
-        self._refresh_changed(s)
         tab, col = self.table, self._col
-        pf = tab[:, :, col["present"]]
+        present = s.slot_task >= 0
+        pf = present.astype(f32)
         t = s.t[:, None]
         deadline, arrival = s.slot_deadline, s.slot_arrival
         left = deadline - t
-        time_cols = {
+        cap = np.minimum(s.slot_cap, n).astype(f32)
+        rate = cap ** s.slot_alpha * s.mean_speed[:, None]
+        gap = (s.slot_log_loss - s.slot_log_target) * f32(0.25)
+        task = {
+            "present": pf,
             "time_to_deadline": np.minimum(left * (1.0 / w), 1.0),
             "age": np.minimum((t - arrival) * (1.0 / w), 1.0),
             "critical": left * 4 <= deadline - arrival,
+            "loss_gap": np.minimum(np.maximum(gap, -1.0), 1.0) * (s.slot_n_obs > 0),
+            "progress": s.slot_psi,
+            "log_work": np.minimum(np.log1p(s.slot_work) * _LOG_WORK_NORM, 1.0),
+            "slope": np.minimum(np.maximum(s.slot_slope * f32(1.0 / 3.0), -1.0), 1.0),
+            "nodes_last": s.slot_nodes_last * f32(1.0 / n),
+            "cap": cap * f32(1.0 / n),
+            "alpha": s.slot_alpha,
             "reachable_work": np.minimum(
-                np.log1p(self._rate * np.maximum(left, 0)) * _LOG_WORK_NORM, 1.0),
+                np.log1p(rate * np.maximum(left, 0)) * _LOG_WORK_NORM, 1.0),
         }
-        for name in _TIME_COLUMNS:
-            np.multiply(time_cols[name], pf, out=tab[:, :, col[name]])
+        for name, j in col.items():
+            np.multiply(task[name], pf, out=tab[:, :, j])
 
         urgency = np.ones(s.batch_size, dtype=f32)
         rows = np.flatnonzero(s.queued > 0)
@@ -147,11 +108,9 @@ class Observer:
         self._compute_tables(s)
         lay, b = self.obs_layout, s.batch_size
         obs = self.obs
-        self.head[:, :, : lay.global_size] = self.globals[:, None, :]
-        obs[:, :, : lay.node_block.stop] = self.head
-        obs[:, :, lay.task_block] = self.table.reshape(b, 1, -1)  # mine_last column is 0 here
-        nb, nn = np.nonzero(s.last_slot >= 0)
-        obs[nb, nn, self._mine + lay.task_size * s.last_slot[nb, nn]] = 1.0
+        obs[:, :, : lay.global_size] = self.globals[:, None, :]
+        obs[:, :, lay.node_block] = self.nodes
+        obs[:, :, lay.task_block] = self.table.reshape(b, 1, -1)
         self.mask[:, :, 0] = 1
         self.mask[:, :, 1:] = (s.slot_task >= 0)[:, None, :]
         return obs, self.mask
@@ -159,4 +118,4 @@ class Observer:
     def state(self, row: int) -> np.ndarray:
         """Global state float32[S] of environment ``row`` (call :meth:`observe` first)."""
         return np.concatenate([self.globals[row], self.nodes[row].ravel(),
-                               self.table[row, :, :-1].ravel()])
+                               self.table[row].ravel()])

@@ -8,12 +8,14 @@ user-supplied one (e.g. a hand-made instance passed to ``reset(options={"workloa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from core_env.config import CoreConfig
-from core_env.curves import GRID_SIZE, first_crossing, sample_curves
+from core_env.curves import (GRID_SIZE, CurveParams, concat_params, draw_curve_params,
+                             evaluate_curves, first_crossing)
 
 
 class Workload(NamedTuple):
@@ -29,8 +31,8 @@ class Workload(NamedTuple):
     cap: np.ndarray  # int64[M], maximum parallelism p_j (>= 1)
     alpha: np.ndarray  # float64[M], scaling exponent in (0, 1]
     family: np.ndarray  # int8[M], index into core_env.curves.FAMILIES
-    log_loss: np.ndarray  # float64[M, G], observed log-loss path on LOG_WORK_GRID
-    true_log_loss: np.ndarray  # float64[M, G], hidden noise-free curve on LOG_WORK_GRID
+    log_loss: np.ndarray  # float32[M, G], observed log-loss path on LOG_WORK_GRID
+    true_log_loss: np.ndarray  # float32[M, G], hidden noise-free curve on LOG_WORK_GRID
     speeds: np.ndarray  # float64[N], node speeds for this episode
 
     @property
@@ -59,13 +61,18 @@ def node_speeds(cfg: CoreConfig, rng: np.random.Generator) -> np.ndarray:
     return np.ones(c.n_nodes)
 
 
-def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
-    """Draw one episode's workload (SPEC §3, §6).
+class _Draw(NamedTuple):
+    """The random part of one workload, before its curves are tabulated."""
 
-    Order of draws: node speeds, arrivals per slot (Poisson), then per task the required
-    work s* (log-uniform), parallelism cap, scaling exponent, deadline slack, and finally
-    the curves and their noise paths (:func:`core_env.curves.sample_curves`).
-    """
+    arrival: np.ndarray
+    deadline: np.ndarray
+    cap: np.ndarray
+    alpha: np.ndarray
+    speeds: np.ndarray
+    curves: CurveParams
+
+
+def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     w = cfg.workload
     speeds = node_speeds(cfg, rng)
     counts = rng.poisson(w.arrival_rate, size=w.arrival_slots)
@@ -81,10 +88,39 @@ def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
     eff_cap = np.minimum(cap, cfg.cluster.n_nodes)
     window = np.ceil(slack * s_star / eff_cap ** alpha).astype(np.int64)
     window = np.clip(window, w.window[0], w.window[1])
-    family, true_ll, obs_ll, log_target = sample_curves(rng, w.mix, s_star)
-    return Workload(arrival=arrival, deadline=arrival + window, log_target=log_target,
-                    cap=cap, alpha=alpha, family=family, log_loss=obs_ll,
-                    true_log_loss=true_ll, speeds=speeds)
+    return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
+                 speeds=speeds, curves=draw_curve_params(rng, w.mix, s_star))
+
+
+def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> list[Workload]:
+    """One workload per generator, drawn in order from each, with all curves tabulated in a
+    single vectorised pass (what the batched simulator uses to reset many environments).
+
+    Identical to ``[generate_workload(cfg, rng) for rng in rngs]``.
+    """
+    draws = [_draw(cfg, rng) for rng in rngs]
+    if not draws:
+        return []
+    family, true_ll, obs_ll, log_target = evaluate_curves(
+        concat_params([d.curves for d in draws]), cfg.workload.mix)
+    out, start = [], 0
+    for d in draws:
+        sl = slice(start, start + d.arrival.shape[0])
+        start = sl.stop
+        out.append(Workload(arrival=d.arrival, deadline=d.deadline, log_target=log_target[sl],
+                            cap=d.cap, alpha=d.alpha, family=family[sl], log_loss=obs_ll[sl],
+                            true_log_loss=true_ll[sl], speeds=d.speeds))
+    return out
+
+
+def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
+    """Draw one episode's workload (SPEC §3, §6).
+
+    Order of draws: node speeds, arrivals per slot (Poisson), then per task the required
+    work s* (log-uniform), parallelism cap, scaling exponent, deadline slack, and finally
+    the curve parameters and noise paths (:func:`core_env.curves.draw_curve_params`).
+    """
+    return generate_workloads(cfg, [rng])[0]
 
 
 def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
@@ -127,7 +163,9 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
         ("cap", out["cap"] < 1, "parallelism cap >= 1"),
         ("alpha", (out["alpha"] <= 0) | (out["alpha"] > 1), "alpha in (0, 1]"),
         ("family", (out["family"] < 0) | (out["family"] > 127), "a family index"),
-        ("speeds", out["speeds"] <= 0, "positive node speeds"),
+        ("speeds", (out["speeds"] <= 0) | (out["speeds"] > cfg.cluster.max_speed),
+         f"node speeds in (0, max_speed={cfg.cluster.max_speed}] (set node_speeds or "
+         f"speed_choices in the config for faster nodes)"),
     ]
     for name, bad, allowed in checks:
         if np.any(bad):
@@ -142,6 +180,6 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
                     log_target=out["log_target"].astype(np.float64),
                     cap=out["cap"].astype(np.int64), alpha=out["alpha"].astype(np.float64),
                     family=out["family"].astype(np.int8),
-                    log_loss=out["log_loss"].astype(np.float64),
-                    true_log_loss=out["true_log_loss"].astype(np.float64),
+                    log_loss=out["log_loss"].astype(np.float32),
+                    true_log_loss=out["true_log_loss"].astype(np.float32),
                     speeds=out["speeds"].astype(np.float64))

@@ -1,0 +1,127 @@
+"""The documentation agrees with the code.
+
+- The generated blocks of ``docs/env.md`` and ``README.md`` (observation and state tables,
+  arguments, presets, mixes, demo output) equal what ``docs/gen_env_tables.py`` renders now.
+  If one of these tests fails, run ``python docs/gen_env_tables.py`` and review the diff.
+- Every preset id, configuration field and ``info["episode"]`` key is documented.
+- Every ``python`` code block in both files runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+import core_env
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+ENV_MD = ROOT / "docs" / "env.md"
+DOC_FILES = {"README.md": README, "docs/env.md": ENV_MD}
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_env_tables",
+                                                  ROOT / "docs" / "gen_env_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _load_generator()
+
+FAST_BLOCKS = [(rel, name) for rel, names in gen.FILES.items() for name in names
+               if name != "demo-output"]
+
+
+@pytest.mark.parametrize(("rel", "name"), FAST_BLOCKS, ids=[f"{r}:{n}" for r, n in FAST_BLOCKS])
+def test_generated_block_is_current(rel, name):
+    text = (ROOT / rel).read_text()
+    expected = gen.wrap(gen.BLOCKS[name]())
+    assert gen.extract(text, name) == expected, (
+        f"{rel}: block {name!r} is out of date; run `python docs/gen_env_tables.py`")
+
+
+@pytest.mark.slow
+def test_readme_demo_output_is_current():
+    """The README shows what `make demo` prints now (it runs the demo: about a second)."""
+    text = README.read_text()
+    assert gen.extract(text, "demo-output") == gen.wrap(gen.BLOCKS["demo-output"]()), (
+        "README.md: the `make demo` output is out of date; run `python docs/gen_env_tables.py`")
+
+
+def test_observation_table_covers_every_feature():
+    """Independent of the generator: every feature name of both layouts is in env.md."""
+    text = ENV_MD.read_text()
+    for layout in (core_env.observation_layout(2, 3), core_env.state_layout(2, 3)):
+        for f in layout.global_features + layout.node_features + layout.task_features:
+            assert f"`{f.name}`" in text, f"feature {f.name!r} is not documented"
+
+
+@pytest.mark.parametrize("rel", sorted(DOC_FILES))
+def test_every_preset_is_documented(rel):
+    text = DOC_FILES[rel].read_text()
+    missing = [pid for pid in core_env.PRESETS if pid not in text]
+    assert not missing, f"{rel} does not mention presets {missing}"
+
+
+def _config_field_names() -> list[str]:
+    default = core_env.CoreConfig()
+    names = []
+    for section in dataclasses.fields(core_env.CoreConfig):
+        names.append(section.name)
+        names += [f.name for f in dataclasses.fields(type(getattr(default, section.name)))]
+    return names
+
+
+def test_every_config_field_is_documented():
+    text = ENV_MD.read_text()
+    missing = [name for name in _config_field_names() if f"`{name}`" not in text]
+    assert not missing, f"docs/env.md does not document configuration fields {missing}"
+
+
+def test_every_episode_statistic_is_documented():
+    env = core_env.parallel_env(preset="CoRE-Small-v0")
+    env.reset(seed=0)
+    infos = {}
+    while env.agents:
+        _, _, _, _, infos = env.step({a: 0 for a in env.agents})
+    section = ENV_MD.read_text().split("## Episode End", 1)[1].split("\n## ", 1)[0]
+    missing = [key for key in infos["node_0"]["episode"] if f"`{key}`" not in section]
+    assert not missing, f"docs/env.md, Episode End: undocumented info['episode'] keys {missing}"
+
+
+def test_readme_quick_start_commands_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("demo", "test", "bench-speed"):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), target
+        assert f"make {target}" in README.read_text()
+
+
+def _python_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for rel, path in DOC_FILES.items():
+        text = path.read_text()
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+            line = text.count("\n", 0, m.start()) + 1
+            blocks.append((f"{rel}:{line}", m.group(1)))
+    return blocks
+
+
+PY_BLOCKS = _python_blocks()
+
+
+def test_docs_have_examples():
+    assert sum(where.startswith("README.md") for where, _ in PY_BLOCKS) >= 3
+    assert sum(where.startswith("docs/env.md") for where, _ in PY_BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("source", [src for _, src in PY_BLOCKS],
+                         ids=[where for where, _ in PY_BLOCKS])
+def test_python_example_runs(source, capsys):
+    code = compile(source, "<docs example>", "exec")
+    exec(code, {"__name__": "__docs_example__"})  # noqa: S102 - our own documentation
