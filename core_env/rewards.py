@@ -21,10 +21,9 @@ def log_progress(first_log_loss: np.ndarray, log_loss: np.ndarray,
                  log_target: np.ndarray) -> np.ndarray:
     """psi = clip((ln l0 - ln y) / (ln l0 - ln eps), 0, 1), elementwise, float32.
 
-    Where ``ln l0 <= ln eps`` (the first observation already met the target; the task
-    succeeds in the same step) the result is 1.
+    Where ``ln l0 <= ln eps`` the first observation already met the target, so the task
+    succeeds in that step and leaves Phi; the denominator is floored at 1e-6 so the value
+    stays finite in [0, 1] (it is 1 there).
     """
-    gap = first_log_loss - log_target
-    safe = np.where(gap > 0, gap, np.float32(1.0))
-    psi = np.clip((first_log_loss - log_loss) / safe, 0.0, 1.0)
-    return np.where(gap > 0, psi, np.float32(1.0)).astype(np.float32)
+    gap = np.maximum(first_log_loss - log_target, np.float32(1e-6))
+    return np.clip((first_log_loss - log_loss) / gap, np.float32(0.0), np.float32(1.0))

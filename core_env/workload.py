@@ -80,11 +80,13 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     if m > w.max_tasks:  # probability < 1e-20 by construction of max_tasks
         raise RuntimeError(f"{m} arrivals exceed the task table capacity {w.max_tasks}")
     arrival = np.repeat(np.arange(w.arrival_slots, dtype=np.int64), counts)
+    u = rng.random((m, 4))
     lo, hi = np.log(w.required_work[0]), np.log(w.required_work[1])
-    s_star = np.exp(rng.uniform(lo, hi, size=m))
-    cap = rng.choice(np.asarray(w.parallelism_choices, dtype=np.int64), size=m)
-    alpha = rng.uniform(*w.alpha_range, size=m)
-    slack = rng.uniform(*w.deadline_slack, size=m)
+    s_star = np.exp(lo + (hi - lo) * u[:, 0])
+    choices = np.asarray(w.parallelism_choices, dtype=np.int64)
+    cap = choices[(u[:, 1] * len(choices)).astype(np.int64)]
+    alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
+    slack = w.deadline_slack[0] + (w.deadline_slack[1] - w.deadline_slack[0]) * u[:, 3]
     eff_cap = np.minimum(cap, cfg.cluster.n_nodes)
     window = np.ceil(slack * s_star / eff_cap ** alpha).astype(np.int64)
     window = np.clip(window, w.window[0], w.window[1])
@@ -116,9 +118,10 @@ def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> 
 def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
     """Draw one episode's workload (SPEC §3, §6).
 
-    Order of draws: node speeds, arrivals per slot (Poisson), then per task the required
-    work s* (log-uniform), parallelism cap, scaling exponent, deadline slack, and finally
-    the curve parameters and noise paths (:func:`core_env.curves.draw_curve_params`).
+    Order of draws: node speeds, arrivals per slot (Poisson), then one block of uniforms
+    giving each task's required work s* (log-uniform), parallelism cap, scaling exponent and
+    deadline slack, and finally the curve parameters and noise paths
+    (:func:`core_env.curves.draw_curve_params`).
     """
     return generate_workloads(cfg, [rng])[0]
 
