@@ -77,20 +77,21 @@ def arrive(s: BatchState, rows: np.ndarray | None = None) -> None:
         s.slot_task[db, dk] = -1
         s.slot_psi[db, dk] = 0.0
         np.add.at(s.expired, db, 1)
-    # 7. expiry of queued tasks (only rows with a queue, only rows that have arrived)
+    # 7. expiry of queued tasks (only rows with a queue)
     has_queue = s.queued > 0
     if rows is not None:
         has_queue &= rows
     qrows = np.flatnonzero(has_queue)
     if qrows.size:
-        width = int(s.next_task[qrows].max())
-        qdue = (s.status[qrows, :width] == QUEUED) & (s.w_deadline[qrows, :width] <= t[qrows, None])
-        qb, qm = np.nonzero(qdue)
+        idx, queued = queue_window(s, qrows)
+        qdue = queued & (s.w_deadline[qrows[:, None], idx] <= t[qrows, None])
+        qb, qw = np.nonzero(qdue)
         if qb.size:
-            s.status[qrows[qb], qm] = EXPIRED
+            s.status[qrows[qb], idx[qb, qw]] = EXPIRED
             n_qdue = np.bincount(qb, minlength=qrows.size)
             s.expired[qrows] += n_qdue
             s.queued[qrows] += -n_qdue
+            _tighten_head(s, qrows, idx, queued & ~qdue)
     # 8. arrivals: tasks are sorted by arrival, so they come from the next_task pointer
     m = s.status.shape[1]
     env = np.arange(s.batch_size) if rows is None else np.flatnonzero(rows)
@@ -105,6 +106,36 @@ def arrive(s: BatchState, rows: np.ndarray | None = None) -> None:
     _admit(s)
 
 
+def queue_window(s: BatchState, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The queued tasks of some environments, oldest first.
+
+    Every queued task of a row lies in [queue_head, next_task) (tasks arrive in row order
+    and leave the queue oldest first, except expiries), so only that window is scanned.
+
+    Args:
+        rows: int[R] environment indices.
+
+    Returns:
+        ``(idx, queued)``: int64[R, W] task rows of the window and bool[R, W] whether each
+        is queued (False past a row's window).
+    """
+    head = s.queue_head[rows]
+    nxt = s.next_task[rows]
+    width = int((nxt - head).max()) if rows.size else 0
+    idx = head[:, None] + np.arange(width)
+    valid = idx < nxt[:, None]
+    idx = np.minimum(idx, s.status.shape[1] - 1)
+    return idx, valid & (s.status[rows[:, None], idx] == QUEUED)
+
+
+def _tighten_head(s: BatchState, rows: np.ndarray, idx: np.ndarray, queued: np.ndarray) -> None:
+    """Move each row's queue head to its oldest remaining queued task (or next_task)."""
+    if idx.shape[1] == 0:
+        return
+    first = idx[np.arange(rows.size), queued.argmax(axis=1)]
+    s.queue_head[rows] = np.where(queued.any(axis=1), first, s.next_task[rows])
+
+
 def _admit(s: BatchState) -> None:
     """Fill free slots with the oldest queued tasks (FIFO), lowest free slot first."""
     free = s.slot_task < 0
@@ -113,12 +144,13 @@ def _admit(s: BatchState) -> None:
     if not fill.any():
         return
     rows = np.flatnonzero(fill)
-    width = int(s.next_task[rows].max())  # queued tasks have arrived: row < next_task
-    queued = s.status[rows, :width] == QUEUED
+    idx, queued = queue_window(s, rows)
     rank = np.cumsum(queued, axis=1) - 1
     take = queued & (rank < fill[rows, None])
-    tb, tm = np.nonzero(take)
-    r = rank[tb, tm]
+    tb, tw = np.nonzero(take)
+    tm = idx[tb, tw]
+    r = rank[tb, tw]
+    _tighten_head(s, rows, idx, queued & ~take)
     fb, fk = np.nonzero(free[rows])
     nth_free = np.empty((rows.size, free.shape[1]), dtype=np.int64)
     nth_free[fb, np.cumsum(free[rows], axis=1)[fb, fk] - 1] = fk  # r-th free slot of a row

@@ -14,7 +14,8 @@ import numpy as np
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout, observation_layout, state_layout
-from core_env.state import NEVER, QUEUED, BatchState
+from core_env.dynamics import queue_window
+from core_env.state import NEVER, BatchState
 
 _LOG_WORK_NORM = np.float32(1.0 / math.log1p(WORK_MAX))
 class Observer:
@@ -80,9 +81,8 @@ class Observer:
         urgency = np.ones(s.batch_size, dtype=f32)
         rows = np.flatnonzero(s.queued > 0)
         if rows.size:
-            width = int(s.next_task[rows].max())
-            dl = np.where(s.status[rows, :width] == QUEUED, s.w_deadline[rows, :width],
-                          NEVER).min(axis=1)
+            idx, queued = queue_window(s, rows)
+            dl = np.where(queued, s.w_deadline[rows[:, None], idx], NEVER).min(axis=1)
             urgency[rows] = np.minimum(np.maximum((dl - s.t[rows]) / w, 0.0), 1.0)
         glob = {
             "time": np.minimum(s.t / self.max_steps, 1.0),

@@ -37,6 +37,7 @@ class BatchState:
     w_log_loss: np.ndarray  # float32[B, M, G], observed log-loss path
     n_tasks: np.ndarray  # int64[B], rows in use
     next_task: np.ndarray  # int64[B], first task row that has not arrived yet
+    queue_head: np.ndarray  # int64[B], no queued task has a lower row (a lower bound)
     status: np.ndarray  # int8[B, M], FUTURE / QUEUED / ACTIVE / SUCCEEDED / EXPIRED
     # --- nodes ---
     speed: np.ndarray  # float32[B, N], work per slot of a lone node
@@ -92,7 +93,7 @@ def allocate(cfg: CoreConfig, batch_size: int) -> BatchState:
         w_arrival=z((b, m), np.int64, NEVER), w_deadline=z((b, m), np.int64, NEVER),
         w_log_target=z((b, m), np.float32), w_cap=z((b, m), np.int64, 1),
         w_alpha=z((b, m), np.float32, 1), w_log_loss=z((b, m, GRID_SIZE), np.float32),
-        n_tasks=z(b, np.int64), next_task=z(b, np.int64), status=z((b, m), np.int8),
+        n_tasks=z(b, np.int64), next_task=z(b, np.int64), queue_head=z(b, np.int64), status=z((b, m), np.int8),
         speed=z((b, n), np.float32, 1), mean_speed=z(b, np.float32, 1), last_task=z((b, n), np.int64, -1),
         last_slot=z((b, n), np.int64, -1),
         slot_task=z((b, k), np.int64, -1), slot_arrival=z((b, k), np.int64),
@@ -129,6 +130,7 @@ def load_workload(s: BatchState, row: int, wl: Workload) -> None:
     s.w_log_loss[row, :m] = wl.log_loss
     s.n_tasks[row] = m
     s.next_task[row] = 0
+    s.queue_head[row] = 0
     s.status[row] = FUTURE
     s.speed[row] = wl.speeds
     s.mean_speed[row] = s.speed[row].mean()
