@@ -125,3 +125,12 @@ def test_docs_have_examples():
 def test_python_example_runs(source, capsys):
     code = compile(source, "<docs example>", "exec")
     exec(code, {"__name__": "__docs_example__"})  # noqa: S102 - our own documentation
+
+
+def test_env_md_states_the_current_curve_grid():
+    from core_env.curves import GRID_SIZE, WORK_MAX, WORK_MIN
+
+    text = (ROOT / "docs" / "env.md").read_text()
+    assert f"`GRID_SIZE` = {GRID_SIZE}" in text
+    assert f"`WORK_MIN` =\n{WORK_MIN:g}" in text or f"`WORK_MIN` = {WORK_MIN:g}" in text
+    assert f"`WORK_MAX` = {WORK_MAX:g}" in text
