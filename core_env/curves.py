@@ -339,24 +339,45 @@ def interp_log_loss(table: np.ndarray, log_work: np.ndarray) -> np.ndarray:
     return lo + (hi - lo) * frac
 
 
-def first_crossing(table: np.ndarray, log_level: np.ndarray) -> np.ndarray:
+def first_crossing(table: np.ndarray, log_level: np.ndarray,
+                   log_from: np.ndarray | None = None) -> np.ndarray:
     """Least work at which a tabulated curve is at or below a level (inf if never).
 
     Args:
         table: float[n, G] log-loss tables.
         log_level: float[n] log-loss levels.
+        log_from: float[n] ln work to search from (default: the start of the grid); the
+            result is then the least work >= exp(log_from).
 
     Returns:
-        float64[n] work (not log work): ``WORK_MIN`` if already below at the first grid
-        point, else the linear interpolation inside the first grid interval that crosses.
+        float64[n] work (not log work), exact for the piecewise-linear curve: the start
+        (``WORK_MIN`` or exp(log_from)) if already at or below the level there, else the
+        linear interpolation inside the first grid interval that crosses.
     """
-    below = table <= log_level[:, None]
+    table = np.asarray(table, dtype=np.float64)
+    n = table.shape[0]
+    rows = np.arange(n)
+    level = np.asarray(log_level, dtype=np.float64)
+    if log_from is None:
+        start_x = np.full(n, LOG_WORK_GRID[0])
+    else:
+        start_x = np.clip(np.asarray(log_from, dtype=np.float64), LOG_WORK_GRID[0],
+                          LOG_WORK_GRID[-1])
+    i0, frac0 = grid_position(start_x)
+    y0 = table[rows, i0] + (table[rows, i0 + 1] - table[rows, i0]) * frac0
+    # first grid point strictly after the start that is at or below the level
+    below = (table <= level[:, None]) & (LOG_WORK_GRID[None, :] > start_x[:, None])
     found = below.any(axis=1)
     i = np.argmax(below, axis=1)
-    prev = np.maximum(i - 1, 0)
-    rows = np.arange(table.shape[0])
-    f0, f1 = table[rows, prev], table[rows, i]
-    denom = np.where(f0 - f1 > 0, f0 - f1, 1.0)
-    frac = np.where(i > 0, np.clip((f0 - log_level) / denom, 0.0, 1.0), 0.0)
-    x = LOG_WORK_GRID[prev] + frac * GRID_STEP * (i > 0)
-    return np.where(found, np.exp(x), np.inf)
+    x_prev = np.maximum(LOG_WORK_GRID[np.maximum(i - 1, 0)], start_x)
+    f_prev = np.where(LOG_WORK_GRID[np.maximum(i - 1, 0)] >= start_x,
+                      table[rows, np.maximum(i - 1, 0)], y0)
+    f1 = table[rows, i]
+    denom = np.where(f_prev - f1 > 0, f_prev - f1, 1.0)
+    frac = np.clip((f_prev - level) / denom, 0.0, 1.0)
+    x = x_prev + frac * (LOG_WORK_GRID[i] - x_prev)
+    out = np.where(found, np.exp(x), np.inf)
+    already = y0 <= level
+    if log_from is None:
+        return np.where(already, WORK_MIN, out)
+    return np.where(already, np.exp(np.asarray(log_from, dtype=np.float64)), out)

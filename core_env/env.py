@@ -212,17 +212,3 @@ class CoreSchedulerEnv(ParallelEnv):
         if missing:
             raise KeyError(f"missing actions for agents {missing}")
         return joint
-
-    def visible_histories(self) -> list[tuple[np.ndarray, np.ndarray] | None]:
-        """Per visible slot, the task's observed history as (cumulative work, observed loss)
-        arrays, or ``None`` for an empty slot (used by forecast wrappers)."""
-        s = self.sim
-        out: list[tuple[np.ndarray, np.ndarray] | None] = []
-        for k in range(self.config.cluster.max_visible_tasks):
-            if s.slot_task[0, k] < 0:
-                out.append(None)
-                continue
-            n = int(s.slot_n_obs[0, k])
-            out.append((np.exp(s.hist_log_work[0, k, :n].astype(np.float64)),
-                        np.exp(s.hist_log_loss[0, k, :n].astype(np.float64))))
-        return out
