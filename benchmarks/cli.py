@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--batched-steps", type=int, default=1500)
     speed.add_argument("--seed", type=int, default=0)
     speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    fc = sub.add_parser("forecast", help="remaining-work forecast accuracy: FM vs WLS vs oracle")
+    fc.add_argument("--cases", type=int, default=2000, help="cases per mix and prefix")
+    fc.add_argument("--seed", type=int, default=12345)
+    fc.add_argument("--no-fm", action="store_true", help="skip the flow-matching forecaster")
+    fc.add_argument("--out", type=Path, default=Path("results/forecast"))
     args = parser.parse_args(argv)
     if args.suite == "demo":
         from benchmarks import demo
@@ -33,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(res, indent=2))
+    elif args.suite == "forecast":
+        from benchmarks import forecast as fc_suite
+        res = fc_suite.run(args.cases, args.seed, include_fm=not args.no_fm)
+        fc_suite.write(res, args.out)
+        print(fc_suite.format_table(res))
+        print(f"results in {args.out}/")
     return 0
 
 

@@ -59,8 +59,12 @@ class WLSForecaster(BaseForecaster):
     """Fits with b <= min_slope are degenerate (flat or increasing loss)."""
     min_sigma: float = 0.02
     """Floor on the residual scale (ln-loss units) used for the uncertainty."""
+    window: int | None = None
+    """Use only the latest ``window`` observations (None = all)."""
 
     def __post_init__(self) -> None:
+        if self.window is not None and not (isinstance(self.window, int) and self.window >= 2):
+            raise ValueError(f"window: expected None or an integer >= 2, got {self.window!r}")
         if not (isinstance(self.gamma, (int, float)) and 0.0 < self.gamma <= 1.0):
             raise ValueError(f"gamma: expected a number in (0, 1], got {self.gamma!r}")
         for name in ("ridge", "min_slope", "min_sigma"):
@@ -78,8 +82,11 @@ class WLSForecaster(BaseForecaster):
         n, h = batch.log_work.shape
         length = batch.length
         pos = np.arange(h)[None, :]
-        valid = pos < length[:, None]
-        w = np.where(valid, self.gamma ** np.maximum(length[:, None] - 1 - pos, 0), 0.0)
+        age = length[:, None] - 1 - pos  # 0 for the latest observation
+        valid = (pos < length[:, None])
+        if self.window is not None:
+            valid &= age < self.window
+        w = np.where(valid, self.gamma ** np.maximum(age, 0), 0.0)
         return _fit_from_sums(*_weighted_sums(w, batch.log_work, batch.log_loss), self)
 
     def predict_batch(self, batch: HistoryBatch, log_targets: np.ndarray,
@@ -137,15 +144,23 @@ def _lognormal_remaining(c, b, sigma, ok, x_now, y_now, length, log_targets, bud
     return RemainingWork(*out)
 
 
+def naive_slope_forecaster() -> WLSForecaster:
+    """SPEC §4's naive anchor: extend the log-log slope of the last five observations
+    (unweighted least squares, no ridge) to the target."""
+    return WLSForecaster(gamma=1.0, ridge=0.0, window=5)
+
+
 class OnlineWLS:
     """The same fit, updated one observation at a time (O(1) per observation).
 
     ``update(ln_work, ln_loss)`` decays the weighted sums by gamma and adds the new term;
-    :meth:`fit` then equals :meth:`WLSForecaster.fit` on the full history. Vectorised over
-    ``n`` tasks.
+    :meth:`fit` then equals :meth:`WLSForecaster.fit` on the full history (``window`` is not
+    supported online). Vectorised over ``n`` tasks.
     """
 
     def __init__(self, params: WLSForecaster, n: int) -> None:
+        if params.window is not None:
+            raise ValueError("OnlineWLS: a windowed fit cannot be updated online")
         self.params = params
         self.sums = np.zeros((6, n))
         self.length = np.zeros(n, dtype=np.int64)
