@@ -102,9 +102,12 @@ def test_readme_quick_start_commands_exist():
         assert f"make {target}" in README.read_text()
 
 
+EXAMPLE_FILES = {**DOC_FILES, "docs/forecasting.md": ROOT / "docs" / "forecasting.md"}
+
+
 def _python_blocks() -> list[tuple[str, str]]:
     blocks = []
-    for rel, path in DOC_FILES.items():
+    for rel, path in EXAMPLE_FILES.items():
         text = path.read_text()
         for m in re.finditer(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
             line = text.count("\n", 0, m.start()) + 1
