@@ -1,0 +1,239 @@
+"""The scheduling benchmark harness: episodes in parallel, crash-safe results, tables, plots.
+
+A run is a list of :class:`EpisodeSpec` (preset, policy, seed). Each finished episode is
+written at once to ``<out>/episodes/<preset>__<policy>__<seed>.json`` (write to a temporary
+file, then rename: a file is either complete or absent), so an interrupted run resumes
+without recomputing finished episodes. The summary files (``results.json``, ``results.csv``,
+``table.md``, ``completion_vs_load.png``) are rewritten atomically from all episode files.
+
+Episodes run on local processes (``backend="local"``, ``workers`` processes; 1 = in this
+process) or as Ray tasks (``backend="ray"``, optional extra ``[ray]``); every episode is a
+pure function of its spec, so both give identical results.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import multiprocessing as mp
+
+from benchmarks.stats import mean_ci
+
+REFERENCE_POLICY = "lara"
+"""Policy that paired differences are taken against."""
+
+EPISODE_FIELDS = ("arrived", "completed", "expired", "completion_rate", "utilization",
+                  "illegal_actions", "capacity_conflicts", "switches", "length", "return")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeSpec:
+    """One benchmark episode: a policy on a preset with a seed."""
+
+    preset: str
+    policy: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.preset}__{self.policy}__{self.seed}"
+
+
+def run_episode_spec(spec: EpisodeSpec) -> dict[str, Any]:
+    """Run one episode and return its statistics (the default episode function)."""
+    import core_env
+    from mara_agents.policy import make_policy, run_episode
+
+    base = core_env.parallel_env(preset=spec.preset)
+    env, policy = make_policy(spec.policy, base)
+    stats = run_episode(env, policy, spec.seed)
+    return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
+            **{k: stats[k] for k in EPISODE_FIELDS}}
+
+
+def config_record(preset: str) -> dict[str, Any]:
+    """A preset's full configuration and its hash (recorded with every result)."""
+    import core_env
+
+    cfg = dataclasses.asdict(core_env.make_config(preset))
+    blob = json.dumps(cfg, sort_keys=True, default=str)
+    return {"config": cfg, "config_hash": hashlib.sha256(blob.encode()).hexdigest()[:16]}
+
+
+def code_version() -> str:
+    """``git describe`` of the working tree if available, else the package version."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import core_env
+
+    return core_env.__version__
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
+                 episode_fn: Callable[[EpisodeSpec], dict[str, Any]] = run_episode_spec,
+                 backend: str = "local", workers: int = 2, ray_address: str | None = None,
+                 progress: bool = True) -> list[dict[str, Any]]:
+    """Run the specs that have no result file yet; return every spec's result, in order."""
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend: expected 'local' or 'ray', got {backend!r}")
+    if workers < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
+    store = out / "episodes"
+    store.mkdir(parents=True, exist_ok=True)
+    todo = [s for s in specs if not (store / f"{s.key}.json").exists()]
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="episodes", unit="ep")
+
+    def save(spec: EpisodeSpec, result: dict[str, Any]) -> None:
+        _write_atomic(store / f"{spec.key}.json", json.dumps(result))
+        if bar is not None:
+            bar.update(1)
+
+    if todo and backend == "ray":
+        _run_ray(todo, episode_fn, save, ray_address)
+    elif todo and workers == 1:
+        for spec in todo:
+            save(spec, episode_fn(spec))
+    elif todo:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            futures = {pool.submit(episode_fn, spec): spec for spec in todo}
+            for fut in as_completed(futures):
+                save(futures[fut], fut.result())
+    if bar is not None:
+        bar.close()
+    return [json.loads((store / f"{s.key}.json").read_text()) for s in specs]
+
+
+def _run_ray(todo, episode_fn, save, ray_address):
+    try:
+        import ray
+    except ImportError as err:  # pragma: no cover - depends on the optional extra
+        raise RuntimeError("backend 'ray' needs the optional extra: pip install 'core-env[ray]'"
+                           ) from err
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(episode_fn)
+        pending = {remote.remote(spec): spec for spec in todo}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                save(pending.pop(ref), ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (preset, policy): mean completion rate with its 95% CI, mean utilization,
+    and the paired difference to the reference policy on the seeds both have."""
+    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault((r["preset"], r["policy"]), {})[r["seed"]] = r
+    rows = []
+    for (preset, policy), eps in sorted(by.items()):
+        rates = [eps[s]["completion_rate"] for s in sorted(eps)]
+        mean, lo, hi = mean_ci(rates)
+        row = {"preset": preset, "policy": policy, "episodes": len(rates),
+               "completion_rate": mean, "ci_low": lo, "ci_high": hi,
+               "utilization": sum(e["utilization"] for e in eps.values()) / len(eps)}
+        ref = by.get((preset, REFERENCE_POLICY))
+        if ref is not None and policy != REFERENCE_POLICY:
+            common = sorted(set(eps) & set(ref))
+            if common:
+                diffs = [eps[s]["completion_rate"] - ref[s]["completion_rate"] for s in common]
+                d, dlo, dhi = mean_ci(diffs)
+                row.update(diff_vs_ref=d, diff_ci_low=dlo, diff_ci_high=dhi, paired=len(common))
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown table: completion rate (95% CI) and the paired difference to LARA."""
+    lines = ["| preset | policy | episodes | completion rate (95% CI) | vs LARA, paired (95% CI) "
+             "| utilization |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        diff = (f"{100 * r['diff_vs_ref']:+.1f} pts ({100 * r['diff_ci_low']:+.1f}, "
+                f"{100 * r['diff_ci_high']:+.1f})" if "diff_vs_ref" in r else "-")
+        lines.append(f"| {r['preset']} | {r['policy']} | {r['episodes']} | "
+                     f"{100 * r['completion_rate']:.1f}% ({100 * r['ci_low']:.1f}, "
+                     f"{100 * r['ci_high']:.1f}) | {diff} | {r['utilization']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, Any]) -> str:
+    """results.json / results.csv / table.md / completion_vs_load.png; returns the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = summarise(results)
+    presets = sorted({r["preset"] for r in results})
+    payload = {**meta, "code_version": code_version(),
+               "presets": {p: config_record(p) for p in presets},
+               "summary": rows, "episodes": list(results)}
+    _write_atomic(out / "results.json", json.dumps(payload, indent=2, default=str))
+    tmp = out / ".results.csv.tmp"
+    with tmp.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["preset", "policy", "seed", *EPISODE_FIELDS])
+        w.writeheader()
+        for r in results:
+            w.writerow({k: r[k] for k in w.fieldnames})
+    os.replace(tmp, out / "results.csv")
+    table = format_table(rows)
+    _write_atomic(out / "table.md", table)
+    _plot_vs_load(rows, out / "completion_vs_load.png")
+    return table
+
+
+def _plot_vs_load(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import core_env
+
+    loads = {p: core_env.make_config(p).workload.load for p in {r["preset"] for r in rows}
+             if core_env.make_config(p).workload.mix == "train"}
+    if len(loads) < 2:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy in sorted({r["policy"] for r in rows}):
+        pts = sorted((loads[r["preset"]], r) for r in rows
+                     if r["policy"] == policy and r["preset"] in loads)
+        x = [p for p, _ in pts]
+        y = [100 * r["completion_rate"] for _, r in pts]
+        err = [[100 * (r["completion_rate"] - r["ci_low"]) for _, r in pts],
+               [100 * (r["ci_high"] - r["completion_rate"]) for _, r in pts]]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=policy)
+    ax.set_xlabel("load (arrival-rate multiplier)")
+    ax.set_ylabel("completion rate (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
