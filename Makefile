@@ -6,6 +6,8 @@ TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# optional extras to install with the package (CI adds ray: make test EXTRAS=test,ray)
+EXTRAS ?= test
 
 .PHONY: demo test bench-speed clean
 
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install --quiet "$(TORCH_CPU)"; fi
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 demo: $(STAMP)

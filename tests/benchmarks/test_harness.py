@@ -9,16 +9,7 @@ import pytest
 from benchmarks import harness
 from benchmarks.harness import EpisodeSpec
 from benchmarks.stats import mean_ci, t_quantile
-
-
-def fake_episode(spec: EpisodeSpec) -> dict:
-    """Deterministic stand-in: completion rate depends on policy and seed."""
-    base = {"lara": 0.5, "edf": 0.4, "oracle_greedy": 0.8}[spec.policy]
-    rate = base + 0.01 * (spec.seed % 5)
-    return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
-            "arrived": 100, "completed": int(100 * rate), "expired": 100 - int(100 * rate),
-            "completion_rate": rate, "utilization": 0.7, "illegal_actions": 0,
-            "capacity_conflicts": 0, "switches": 3, "length": 300, "return": 100 * rate}
+from benchmarks.testing import synthetic_episode as fake_episode
 
 
 @pytest.mark.parametrize("df, expected", [(10, 2.228139), (30, 2.042272), (1000, 1.962339),
@@ -101,3 +92,12 @@ def test_bad_backend_and_workers(tmp_path):
         harness.run_episodes(specs(), tmp_path, fake_episode, backend="slurm")
     with pytest.raises(ValueError, match="workers"):
         harness.run_episodes(specs(), tmp_path, fake_episode, workers=0)
+
+
+def test_ray_backend_matches_the_local_backend(tmp_path):
+    pytest.importorskip("ray", reason="the optional [ray] extra is not installed")
+    local = harness.run_episodes(specs()[:8], tmp_path / "local", fake_episode, workers=1,
+                                 progress=False)
+    remote = harness.run_episodes(specs()[:8], tmp_path / "ray", fake_episode, backend="ray",
+                                  progress=False)
+    assert local == remote
