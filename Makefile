@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m benchmarks demo
+	$(PY) -m benchmarks default
 
 test: $(STAMP)
 	$(PY) -m pytest -q

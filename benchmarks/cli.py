@@ -11,8 +11,7 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mara-bench", description=__doc__)
     sub = parser.add_subparsers(dest="suite", required=True)
-    demo = sub.add_parser("demo", help="random masked policy on CoRE-v0 and CoRE-Heavy-v0")
-    demo.add_argument("--seeds", type=int, default=3)
+    sub.add_parser("demo", help="the default suite (what make demo runs)")
     speed = sub.add_parser("speed", help="PettingZoo env vs batched simulator throughput")
     speed.add_argument("--preset", default="CoRE-v0")
     speed.add_argument("--runs", type=int, default=5)
@@ -21,6 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--batched-steps", type=int, default=1500)
     speed.add_argument("--seed", type=int, default=0)
     speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    for name, help_ in (("default", "every policy on CoRE-v0 and CoRE-Heavy-v0 (make demo)"),
+                        ("schedule", "every policy on every preset, 50 seeds")):
+        sp = sub.add_parser(name, help=help_)
+        sp.add_argument("--policies", nargs="+", default=None)
+        sp.add_argument("--presets", nargs="+", default=None)
+        sp.add_argument("--seeds", type=int, default=None, help="number of seeds (0..n-1)")
+        sp.add_argument("--seed-offset", type=int, default=0)
+        sp.add_argument("--workers", type=int, default=2, help="local processes")
+        sp.add_argument("--backend", choices=("local", "ray"), default="local")
+        sp.add_argument("--ray-address", default=None, help="ray.init(address=...)")
+        sp.add_argument("--out", type=Path, default=None,
+                        help="results folder (default results/<suite>); rerun to resume")
     fc = sub.add_parser("forecast", help="remaining-work forecast accuracy: FM vs WLS vs oracle")
     fc.add_argument("--cases", type=int, default=2000, help="cases per mix and prefix")
     fc.add_argument("--seed", type=int, default=12345)
@@ -29,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.suite == "demo":
         from benchmarks import demo
-        print(demo.main(seeds=tuple(range(args.seeds))))
+        print(demo.main())
     elif args.suite == "speed":
         from benchmarks import speed as sp
         res = sp.run(args.preset, args.runs, args.pz_steps, args.num_envs, args.batched_steps,
@@ -38,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(res, indent=2))
+    elif args.suite in ("default", "schedule"):
+        from benchmarks.suites import run_suite
+        out = args.out or Path("results") / args.suite
+        print(run_suite(args.suite, out, args.policies, args.presets, args.seeds,
+                        args.seed_offset, args.workers, args.backend, args.ray_address))
+        print(f"results in {out}/")
     elif args.suite == "forecast":
         from benchmarks import forecast as fc_suite
         res = fc_suite.run(args.cases, args.seed, include_fm=not args.no_fm)

@@ -48,7 +48,7 @@ def test_generated_block_is_current(rel, name):
 
 @pytest.mark.slow
 def test_readme_demo_output_is_current():
-    """The README shows what `make demo` prints now (it runs the demo: about a second)."""
+    """The README shows what `make demo` prints now (it runs the default suite: about a minute)."""
     text = README.read_text()
     assert gen.extract(text, "demo-output") == gen.wrap(gen.BLOCKS["demo-output"]()), (
         "README.md: the `make demo` output is out of date; run `python docs/gen_env_tables.py`")

@@ -1,0 +1,24 @@
+"""Baseline schedulers (SPEC §5): heuristics, LARA and the oracle-informed greedy reference.
+
+Every baseline implements :class:`mara_agents.policy.Policy` and decides all nodes centrally,
+so it never emits a masked action or a capacity conflict. Build one with
+:func:`mara_agents.policy.make_policy`, which also wraps the environment for the policies that
+read forecast columns. See ``docs/baselines.md``.
+"""
+
+from __future__ import annotations
+
+from mara_agents.baselines.common import (CentralPolicy, ClusterView, ObservationDecoder,
+                                          SlotTracker, assign_nodes, fill_by_priority)
+from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy,
+                                              RandomPolicy, RoundRobinPolicy,
+                                              ShortestPredictedPolicy)
+from mara_agents.baselines.lara import LARAParams, LARAPolicy, largest_remainder, moore_hodgson
+from mara_agents.baselines.oracle import OracleGreedyPolicy
+
+__all__ = [
+    "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "LARAParams", "LARAPolicy",
+    "LeastLaxityPolicy", "ObservationDecoder", "OracleGreedyPolicy", "RandomPolicy",
+    "RoundRobinPolicy", "ShortestPredictedPolicy", "SlotTracker", "assign_nodes",
+    "fill_by_priority", "largest_remainder", "moore_hodgson",
+]

@@ -1,0 +1,141 @@
+"""The ``Policy`` protocol shared by every scheduler (SPEC §5), an episode runner and the
+baseline registry.
+
+A policy takes the PettingZoo observation dict (one entry per node) and returns the action
+dict, exactly what ``env.step`` takes::
+
+    import core_env
+    from mara_agents.policy import make_policy, run_episode
+
+    env, policy = make_policy("lara", core_env.parallel_env(preset="CoRE-Small-v0"))
+    stats = run_episode(env, policy, seed=0)      # the final info["episode"]
+    print(stats["completion_rate"])
+
+Policies that read forecast columns need the environment wrapped in
+:class:`core_env.forecast.LossForecastWrapper`; :func:`make_policy` does that and returns
+the environment to use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_predicted",
+                "lara", "oracle_greedy")
+"""Names accepted by :func:`make_policy`, in the order of the documentation tables."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scheduler: one action per node from every node's observation."""
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start an episode; ``seed`` seeds the policy's own generator (if it has one)."""
+
+    def act(self, observations: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
+        """Actions ``{agent: int}`` for the observations ``{agent: {"observation",
+        "action_mask"}}`` of the live agents."""
+
+
+def run_episode(env: Any, policy: Policy, seed: int | None = None,
+                options: dict | None = None) -> dict[str, Any]:
+    """Run one episode of a parallel env (plain or wrapped) with a policy.
+
+    Args:
+        env: a PettingZoo parallel environment (e.g. ``core_env.parallel_env(...)`` or a
+            ``LossForecastWrapper`` around one).
+        policy: any :class:`Policy`; it is reset with the same seed.
+        seed: the episode seed (the workload depends on it alone).
+        options: passed to ``env.reset`` (e.g. ``{"workload": w}``).
+
+    Returns:
+        The final ``info["episode"]`` dict (completion_rate, utilization, illegal_actions,
+        capacity_conflicts, ...; see ``docs/env.md``).
+
+    Raises:
+        ValueError: ``policy`` does not implement :class:`Policy`.
+        RuntimeError: the episode ended without episode statistics.
+    """
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy: expected an object with reset(seed) and "
+                         f"act(observations), got {type(policy).__name__}")
+    observations, infos = env.reset(seed=seed, options=options)
+    policy.reset(seed)
+    while env.agents:
+        actions = policy.act(observations)
+        observations, _, _, _, infos = env.step(actions)
+    for info in infos.values():
+        if "episode" in info:
+            return dict(info["episode"])
+    raise RuntimeError("the episode ended without info['episode'] (was it already over?)")
+
+
+def _forecast_wrapper(env: Any) -> Any | None:
+    """The ``LossForecastWrapper`` in ``env``'s wrapper chain, if any."""
+    from core_env.forecast import LossForecastWrapper
+
+    e = env
+    while e is not None:
+        if isinstance(e, LossForecastWrapper):
+            return e
+        e = getattr(e, "env", None)
+    return None
+
+
+def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
+                ) -> tuple[Any, Policy]:
+    """A baseline by name, with the environment it must run in.
+
+    Args:
+        name: one of :data:`POLICY_NAMES`.
+        env: a parallel environment (plain, or already wrapped in a
+            ``LossForecastWrapper``).
+        forecaster: for the forecast-reading policies (``least_laxity``,
+            ``shortest_predicted``, ``lara``, ``oracle_greedy``), the forecaster to wrap a
+            plain ``env`` with. Default: ``WLSForecaster()``, and
+            ``OracleForecaster.for_env(env)`` for ``oracle_greedy``. If ``env`` is already
+            wrapped, its forecaster is used (pass none); ``oracle_greedy`` then requires an
+            ``OracleForecaster``.
+        **kwargs: passed to the policy's constructor (e.g. ``explore_obs=4`` for ``lara``).
+
+    Returns:
+        ``(env_to_use, policy)``: ``env`` itself, or ``env`` wrapped for forecasts.
+
+    Raises:
+        ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
+    """
+    from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
+    from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
+                                       OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,
+                                       ShortestPredictedPolicy)
+
+    classes = {"random": RandomPolicy, "round_robin": RoundRobinPolicy, "fifo": FIFOPolicy,
+               "edf": EDFPolicy, "least_laxity": LeastLaxityPolicy,
+               "shortest_predicted": ShortestPredictedPolicy, "lara": LARAPolicy,
+               "oracle_greedy": OracleGreedyPolicy}
+    if name not in classes:
+        raise ValueError(f"name: expected one of {list(POLICY_NAMES)}, got {name!r}")
+    cls = classes[name]
+    if cls.needs_forecast:
+        wrapped = _forecast_wrapper(env)
+        if wrapped is not None:
+            if forecaster is not None:
+                raise ValueError("forecaster: the env already has a LossForecastWrapper; pass "
+                                 "a plain env to choose the forecaster, or no forecaster")
+            if name == "oracle_greedy" and not isinstance(wrapped.forecaster, OracleForecaster):
+                raise ValueError(f"oracle_greedy needs an OracleForecaster wrapper, got "
+                                 f"{type(wrapped.forecaster).__name__}")
+        else:
+            if forecaster is None:
+                forecaster = (OracleForecaster.for_env(env) if name == "oracle_greedy"
+                              else WLSForecaster())
+            elif name == "oracle_greedy" and not isinstance(forecaster, OracleForecaster):
+                raise ValueError(f"forecaster: oracle_greedy needs an OracleForecaster, got "
+                                 f"{type(forecaster).__name__}")
+            env = LossForecastWrapper(env, forecaster)
+    elif forecaster is not None:
+        raise ValueError(f"forecaster: {name} reads no forecasts, got "
+                         f"{type(forecaster).__name__}")
+    return env, cls(env, **kwargs)
