@@ -1,0 +1,342 @@
+"""``FlowMatchingForecaster``: remaining work from sampled future loss trajectories (SPEC §4).
+
+For every task that has been observed and has not yet reached its target:
+
+1. encode the prefix (:func:`~mara_agents.forecast.model.prefix_features`) once;
+2. draw S noise vectors ``x0 ~ N(0, I)`` from a ``torch.Generator`` seeded with ``seed`` at
+   every call (same inputs and seed give identical outputs) and integrate the learned
+   velocity field with a fixed-step ODE solver (``steps`` Euler or midpoint steps) to S
+   future log-loss trajectories on the offsets ``d_1 < ... < d_H`` (d_0 = 0, x_0 = 0);
+3. per sample, the remaining work is ``s_now * (exp(d*) - 1)`` where ``d*`` is the first
+   crossing of the level ``ln eps - ln y_now``, linearly interpolated between grid points;
+4. **censored samples** (no crossing within the horizon ``d_H``): if the sample's log-log
+   slope over its last ``tail_points`` grid intervals is decreasing (below
+   ``-MIN_TAIL_SLOPE``), the crossing is extrapolated along that slope,
+   ``d* = d_H + (level - x_H) / slope``; otherwise the sample is "not within sight" and its
+   remaining work is :data:`~core_env.forecast.REMAINING_CAP`;
+5. calibration (:func:`widen`): the spread of ``ln remaining`` around the task's median
+   sample is multiplied by ``spread`` (a temperature fitted on a validation split of the
+   *train* mix and stored in the checkpoint; 1 = raw samples); capped samples stay capped;
+6. report over the S samples, clipped to [0, REMAINING_CAP]: the mean, the 10/50/90%
+   quantiles (``np.quantile``) and ``p_reach``, the fraction of samples with remaining work
+   <= budget and below the cap.
+
+Fallbacks (as :class:`~core_env.forecast.WLSForecaster`): a task never observed (length 0)
+gets REMAINING_CAP with p_reach 0; a task whose latest loss is at or below its target gets 0
+with p_reach 1.
+
+Checkpoints are plain dicts (a format tag, JSON configs, a state dict of tensors) loaded with
+``torch.load(..., weights_only=True)``; :meth:`FlowMatchingForecaster.pretrained` loads the
+one shipped in ``mara_agents/forecast/checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import zipfile
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
+                                        RemainingWork)
+from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+"""Where the shipped checkpoints live."""
+
+DEFAULT_CHECKPOINT = "fm_default"
+"""Name (without ``.pt``) of the checkpoint :meth:`FlowMatchingForecaster.pretrained` loads."""
+
+CHECKPOINT_FORMAT = "mara-fm-forecaster/1"
+"""Format tag of the checkpoint dict."""
+
+MIN_TAIL_SLOPE = 1e-3
+"""A censored sample is extrapolated only if its tail slope (ln loss per ln work) is below
+minus this."""
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How trajectories are sampled and turned into remaining work (stored in checkpoints)."""
+
+    samples: int = 32
+    """S: trajectories per task."""
+    steps: int = 10
+    """Fixed ODE solver steps."""
+    solver: str = "euler"
+    """``"euler"`` or ``"midpoint"``."""
+    spread: float = 1.0
+    """Calibration temperature: multiplies the spread of ln remaining work around each task's
+    median sample (1 = raw samples)."""
+    tail_points: int = 8
+    """Grid intervals at the end of the horizon whose slope extrapolates censored samples."""
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "steps", "tail_points"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver: expected one of {SOLVERS}, got {self.solver!r}")
+        if not (isinstance(self.spread, (int, float)) and math.isfinite(self.spread)
+                and self.spread > 0):
+            raise ValueError(f"spread: expected a finite number > 0, got {self.spread!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SamplerConfig:
+        """Inverse of ``asdict``; raises ValueError on missing or unknown fields."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(d, dict) or set(d) != names:
+            got = sorted(d) if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"sampler config: expected fields {sorted(names)}, got {got}")
+        return cls(**d)
+
+
+def crossing_offsets(x: np.ndarray, level: np.ndarray, offsets: np.ndarray,
+                     tail_points: int) -> np.ndarray:
+    """Log-work offset at which each sampled trajectory first reaches its level.
+
+    Args:
+        x: float[m, S, H] trajectories ln l(s_now e^{d_j}) - ln y_now (not normalised).
+        level: float[m] ln eps - ln y_now (< 0: the target is not reached yet).
+        offsets: float[H] increasing offsets d_1..d_H (> 0); d_0 = 0 with x_0 = 0.
+        tail_points: grid intervals used for the tail slope of censored samples (< H).
+
+    Returns:
+        float64[m, S] offsets d* > 0: interpolated first crossing inside the horizon,
+        extrapolated along a decreasing tail slope beyond it, ``inf`` when the sample's
+        tail is not decreasing (never within sight).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    m, s, h = x.shape
+    if not 1 <= tail_points < h:
+        raise ValueError(f"tail_points: expected an integer in [1, {h - 1}], got {tail_points}")
+    lev = np.asarray(level, dtype=np.float64)[:, None]  # [m, 1]
+    below = x <= lev[..., None]
+    found = below.any(axis=2)
+    j = below.argmax(axis=2)  # first grid index at or below the level
+    x_j = np.take_along_axis(x, j[..., None], axis=2)[..., 0]
+    x_prev = np.where(j > 0, np.take_along_axis(x, np.maximum(j - 1, 0)[..., None],
+                                                axis=2)[..., 0], 0.0)
+    d_j = offsets[j]
+    d_prev = np.where(j > 0, offsets[np.maximum(j - 1, 0)], 0.0)
+    denom = np.where(x_prev - x_j > 0, x_prev - x_j, 1.0)
+    frac = np.clip((x_prev - lev) / denom, 0.0, 1.0)
+    inside = d_prev + frac * (d_j - d_prev)
+    slope = (x[..., -1] - x[..., -1 - tail_points]) / (offsets[-1] - offsets[-1 - tail_points])
+    decreasing = slope < -MIN_TAIL_SLOPE
+    beyond = offsets[-1] + (lev - x[..., -1]) / np.where(decreasing, slope, -1.0)
+    return np.where(found, inside, np.where(decreasing, beyond, np.inf))
+
+
+class FlowMatchingForecaster(BaseForecaster):
+    """MARA's conditional flow-matching forecaster (see the module docstring).
+
+    Args:
+        net: the trained network (put in eval mode; not modified).
+        sampler: sampling settings.
+        seed: seeds the noise of every call.
+    """
+
+    def __init__(self, net: FlowForecastNet, sampler: SamplerConfig | None = None,
+                 seed: int = 0) -> None:
+        if not isinstance(net, FlowForecastNet):
+            raise ValueError(f"net: expected a FlowForecastNet, got {type(net).__name__}")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+        self.net = net.eval()
+        self.sampler = sampler if sampler is not None else SamplerConfig()
+        self.seed = seed
+        if self.sampler.tail_points >= net.cfg.horizon:
+            raise ValueError(f"tail_points: expected < horizon {net.cfg.horizon}, got "
+                             f"{self.sampler.tail_points}")
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.net.cfg
+
+    # ------------------------------------------------------------------ checkpoints
+    @classmethod
+    def pretrained(cls, name: str = DEFAULT_CHECKPOINT, seed: int = 0,
+                   **sampler_overrides: Any) -> FlowMatchingForecaster:
+        """The forecaster shipped in ``mara_agents/forecast/checkpoints/<name>.pt``.
+
+        Args:
+            name: checkpoint name.
+            seed: noise seed.
+            **sampler_overrides: fields of :class:`SamplerConfig` to change (e.g.
+                ``samples=64``); the stored ``spread`` was calibrated for the stored values.
+        """
+        return cls.load(CHECKPOINT_DIR / f"{name}.pt", seed=seed, **sampler_overrides)
+
+    @classmethod
+    def load(cls, path: str | Path, seed: int = 0, **sampler_overrides: Any
+             ) -> FlowMatchingForecaster:
+        """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``).
+
+        Raises:
+            FileNotFoundError: if there is no such file.
+            ValueError: if the file is not a checkpoint of this format or its config does
+                not match its weights.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no FM forecaster checkpoint at {path}")
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile) as e:
+            raise ValueError(f"{path}: not a readable torch checkpoint ({e})") from e
+        net, sampler = from_checkpoint(ckpt, str(path))
+        unknown = sorted(set(sampler_overrides) - {f.name for f in fields(SamplerConfig)})
+        if unknown:
+            raise ValueError(f"sampler overrides: unknown fields {unknown}; expected fields "
+                             f"of SamplerConfig")
+        return cls(net, replace(sampler, **sampler_overrides), seed=seed)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoint dict: format tag, JSON configs and a state dict of tensors."""
+        return {"format": CHECKPOINT_FORMAT,
+                "model_config": json.dumps(self.net.cfg.to_dict(), sort_keys=True),
+                "sampler_config": json.dumps(asdict(self.sampler), sort_keys=True),
+                "state_dict": {k: v.detach().clone().contiguous()
+                               for k, v in self.net.state_dict().items()}}
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`checkpoint` to ``path`` (``.pt``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.checkpoint(), path)
+
+    # ------------------------------------------------------------------ forecasting
+    def sample_trajectories(self, batch: HistoryBatch, log_targets: np.ndarray,
+                            rows: np.ndarray) -> np.ndarray:
+        """Sampled future trajectories of selected tasks.
+
+        The noise of task i is row i of one float32[n, S, H] draw from a generator seeded
+        with ``seed``, so a task's samples depend only on its inputs and its position.
+
+        Args:
+            batch: n padded histories.
+            log_targets: float[n] ln eps.
+            rows: int[m] tasks to sample (with length > 0).
+
+        Returns:
+            float64[m, S, H] trajectories ln l(s_now e^{d_j}) - ln y_now.
+        """
+        cfg, smp = self.net.cfg, self.sampler
+        gen = torch.Generator().manual_seed(self.seed)
+        noise = torch.randn((batch.size, smp.samples, cfg.horizon), generator=gen)
+        feats = prefix_features(_take(batch, rows), np.asarray(log_targets)[rows], cfg)
+        with torch.inference_mode():
+            x = self.net.sample(torch.from_numpy(feats), noise[torch.from_numpy(rows)],
+                                smp.steps, smp.solver)
+        return x.numpy().astype(np.float64) * cfg.x_scale
+
+    def sample_remaining(self, batch: HistoryBatch, log_targets: np.ndarray,
+                         rows: np.ndarray) -> np.ndarray:
+        """Raw remaining work of every sample of the selected tasks (steps 2-4 of the module
+        docstring, no calibration): float64[m, S] in (0, REMAINING_CAP]."""
+        x = self.sample_trajectories(batch, log_targets, rows)
+        x_now, y_now = batch.last()
+        level = np.asarray(log_targets)[rows] - y_now[rows]
+        d = crossing_offsets(x, level, self.net.cfg.offsets, self.sampler.tail_points)
+        s_now = np.exp(x_now[rows])[:, None]
+        capped = ~np.isfinite(d) | (d > math.log(2.0 * REMAINING_CAP))
+        r = s_now * np.expm1(np.where(capped, 0.0, d))
+        return np.where(capped, REMAINING_CAP, np.clip(r, 0.0, REMAINING_CAP))
+
+    def predict_batch(self, batch: HistoryBatch, log_targets: np.ndarray,
+                      budgets: np.ndarray) -> RemainingWork:
+        """Forecast n tasks (see the module docstring); every field float64[n]."""
+        n = batch.size
+        _, y_now = batch.last()
+        observed = batch.length > 0
+        done = observed & (y_now <= log_targets)
+        rows = np.flatnonzero(observed & ~done)
+        mean, q10, q50, q90 = (np.full(n, REMAINING_CAP) for _ in range(4))
+        p_reach = np.zeros(n)
+        for arr in (mean, q10, q50, q90):
+            arr[done] = 0.0
+        p_reach[done] = 1.0
+        if rows.size:
+            r = widen(self.sample_remaining(batch, log_targets, rows), self.sampler.spread)
+            q = np.quantile(r, (0.1, 0.5, 0.9), axis=1)
+            mean[rows] = np.clip(r.mean(axis=1), 0.0, REMAINING_CAP)
+            q10[rows], q50[rows], q90[rows] = q
+            b = np.asarray(budgets, dtype=np.float64)[rows, None]
+            p_reach[rows] = np.mean((r <= b) & (r < REMAINING_CAP), axis=1)
+        return RemainingWork(mean=mean, q10=q10, q50=q50, q90=q90, p_reach=p_reach)
+
+
+def widen(r: np.ndarray, spread: float) -> np.ndarray:
+    """Calibrate samples: scale the spread of ln r around each task's median sample.
+
+    Args:
+        r: float[m, S] remaining work per sample in (0, REMAINING_CAP]; samples at the cap
+            are "not within sight" and stay there.
+        spread: the temperature (1 returns ``r`` unchanged).
+
+    Returns:
+        float64[m, S] in [0, REMAINING_CAP]; rows whose median sample is capped are
+        unchanged.
+    """
+    r = np.asarray(r, dtype=np.float64)
+    if spread == 1.0:
+        return r
+    capped = r >= REMAINING_CAP
+    log_r = np.log(np.maximum(r, 1e-300))
+    med = np.median(np.where(capped, np.inf, log_r), axis=1, keepdims=True)
+    ok = np.isfinite(med)
+    med = np.where(ok, med, 0.0)
+    widened = np.exp(np.minimum(med + spread * (log_r - med), 50.0))
+    out = np.where(ok & ~capped, widened, r)
+    return np.clip(out, 0.0, REMAINING_CAP)
+
+
+def from_checkpoint(ckpt: Any, where: str = "checkpoint") -> tuple[FlowForecastNet,
+                                                                    SamplerConfig]:
+    """Build the network and sampler settings of a checkpoint dict.
+
+    Raises:
+        ValueError: naming what is missing or does not match.
+    """
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        fmt = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(f"{where}: expected a dict with format {CHECKPOINT_FORMAT!r}, "
+                         f"got {fmt!r}")
+    for key in ("model_config", "sampler_config", "state_dict"):
+        if key not in ckpt:
+            raise ValueError(f"{where}: missing {key!r}")
+    try:
+        model_cfg = ModelConfig.from_dict(json.loads(ckpt["model_config"]))
+        sampler = SamplerConfig.from_dict(json.loads(ckpt["sampler_config"]))
+    except (TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{where}: malformed config ({e})") from e
+    state = ckpt["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{where}: state_dict: expected a dict of tensors")
+    with torch.device("meta"):
+        net = FlowForecastNet(model_cfg)
+    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    if expected != got or len(got) != len(state):
+        missing = sorted(set(expected) - set(got))
+        unknown = sorted(set(state) - set(expected))
+        shapes = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
+        raise ValueError(f"{where}: weights do not match the model config (missing "
+                         f"{missing}, unknown {unknown}, wrong shapes {shapes})")
+    net = net.to_empty(device="cpu")
+    net.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+    net.freqs.copy_(math.pi * 2.0 ** torch.arange(model_cfg.time_freqs, dtype=torch.float32))
+    return net.eval(), sampler
+
+
+def _take(batch: HistoryBatch, rows: np.ndarray) -> HistoryBatch:
+    return HistoryBatch(batch.log_work[rows], batch.log_loss[rows], batch.length[rows],
+                        batch.key[rows])

@@ -1,0 +1,508 @@
+"""Train the FM forecaster: ``mara-train-forecaster`` (SPEC §4).
+
+    mara-train-forecaster                     # the defaults reproduce the shipped checkpoint
+    mara-train-forecaster --steps 2000 --out /tmp/fm.pt --log-dir /tmp/fm_runs   # a quick one
+    tensorboard --logdir runs/fm
+
+One seeding block: ``np.random.default_rng(seed)`` draws the training cases, then the
+validation cases (both from the ``train`` mix; the ``held-out`` mix is for evaluation only),
+then the re-observation schedules (:func:`reobserve`); one ``torch.Generator`` seeded with
+``seed`` initialises the network and then draws every minibatch, augmentation, noise vector
+and time. Same seed and thread count on the same machine give the same checkpoint bytes.
+
+Loop (CFM, Lipman et al. 2023 eq. 23): sample a minibatch of cases, their prefix features
+``f`` and future trajectories ``x1``, transform their losses (:func:`transform_log_loss`);
+draw ``x0 ~ N(0, I)`` and ``t ~ U[0, 1]``; the
+:class:`~mara_agents.forecast.matcher.ConditionalFlowMatcher` gives ``(t, x_t, u_t)``;
+minimise ``mean ||v_theta(t, x_t, f) - u_t||^2`` with AdamW, linear warm-up then cosine
+decay, gradient clipping.
+
+Logged to TensorBoard (``log_dir``):
+
+* ``train/loss``: the CFM loss of the minibatch (mean over rows and trajectory points);
+* ``train/lr``: the learning rate;
+* ``val/median_abs_log_ratio``: median |ln(q50 / true remaining)| on the validation cases
+  (finite positive truth), sampled with the run's sampler settings and ``spread`` 1;
+* ``val/median_rel_err``: median |q50 - true| / true on the same cases;
+* ``val/coverage``: fraction of validation cases with q10 <= true <= q90;
+* ``val/spread`` (once, at the end): the fitted calibration temperature, and
+  ``val/coverage_calibrated`` with it.
+
+After the last step the calibration temperature ``spread`` is fitted on the validation
+cases so that the [q10, q90] coverage is as close to 0.8 as the search grid allows, stored
+in the checkpoint's sampler config, and the checkpoint is written with a JSON summary next
+to it (same name, ``.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from core_env.curves import grid_position
+from core_env.forecast.cases import ForecastCases, make_cases
+from core_env.forecast.protocol import HistoryBatch
+from mara_agents.forecast.forecaster import (FlowMatchingForecaster, SamplerConfig, widen)
+from mara_agents.forecast.matcher import ConditionalFlowMatcher
+from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
+                                        prefix_features)
+
+SPREAD_GRID = np.exp(np.linspace(math.log(0.5), math.log(4.0), 64))
+"""Candidate calibration temperatures."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run depends on (stored in the checkpoint's JSON summary)."""
+
+    seed: int = 0
+    """Seeds the case generator and the torch generator (init, minibatches, noise, times)."""
+    cases: int = 300_000
+    """Training cases drawn from the mix (those already at or never reaching the target are
+    dropped)."""
+    val_cases: int = 4000
+    """Validation cases (same mix, drawn after the training cases)."""
+    prefix: tuple[float, float] = (0.05, 0.6)
+    """Range of the observed fraction of the work to target."""
+    reobserve: bool = True
+    """Re-observe every prefix on a schedule independent of the truth (see
+    :func:`reobserve`), so the model cannot learn the remaining work from the number and
+    spacing of observations."""
+    reobserve_obs: tuple[int, int] = (2, 40)
+    """Range of the number of observations when re-observing."""
+    prefix_bins: int = 1
+    """1: the fraction is uniform over ``prefix``; K > 1: ``prefix`` is cut into K
+    log-spaced bins, each drawn uniformly for cases/K cases (about log-uniform)."""
+    mix: str = "train"
+    """Curve mix to train on; only ``"train"`` (``"held-out"`` is for evaluation)."""
+    batch_size: int = 512
+    """Cases per minibatch."""
+    steps: int = 40_000
+    """Optimiser steps."""
+    lr: float = 2e-3
+    """Peak learning rate (AdamW)."""
+    warmup: int = 500
+    """Linear warm-up steps before the cosine decay to 0."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Gradient norm clip."""
+    sigma_min: float = 1e-4
+    """End width of the conditional path (Lipman et al. 2023 eq. 20)."""
+    augment_scale: float = 0.7
+    """Augmentation (see :func:`transform_log_loss`): every minibatch row's loss is raised to
+    a power exp(U(-a, a)), which scales its relative log-losses (0: off)."""
+    augment_floor: float = 3.0
+    """Augmentation: every minibatch row's loss gets an offset U(0, c) * y_now added before
+    the power, which flattens its end like a higher floor (0: off)."""
+    history_len: int = 16
+    """Model: observations the encoder sees (L)."""
+    horizon: int = 32
+    """Model: trajectory points (H)."""
+    max_log_ratio: float = math.log(32.0)
+    """Model: trajectory horizon in ln work (D_max)."""
+    x_scale: float = 0.5
+    """Model: scale of log-loss differences."""
+    enc_hidden: int = 256
+    """Model: encoder width."""
+    enc_layers: int = 3
+    """Model: encoder hidden layers."""
+    ctx_dim: int = 128
+    """Model: context size."""
+    hidden: int = 48
+    """Model: velocity MLP width."""
+    layers: int = 2
+    """Model: velocity MLP hidden layers."""
+    samples: int = 32
+    """Sampler: trajectories per task (validation and the shipped checkpoint)."""
+    ode_steps: int = 10
+    """Sampler: fixed ODE steps."""
+    solver: str = "euler"
+    """Sampler: ``euler`` or ``midpoint``."""
+    tail_points: int = 8
+    """Sampler: grid intervals whose slope extrapolates censored samples (< horizon)."""
+    calibrate: bool = True
+    """Fit the calibration temperature on the validation cases at the end."""
+    val_every: int = 2000
+    """Steps between validations (and at the end)."""
+    threads: int = 1
+    """torch CPU threads for the run (0: leave torch's default); results are reproducible
+    for a fixed thread count."""
+    log_dir: str = "runs/fm"
+    """TensorBoard log directory."""
+    out: str = "mara_agents/forecast/checkpoints/fm_default.pt"
+    """Checkpoint path (a JSON summary is written next to it)."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.mix != "train":
+            raise ValueError(f"mix: expected 'train' (the held-out mix is for evaluation "
+                             f"only), got {self.mix!r}")
+        for name in ("cases", "val_cases", "batch_size", "steps", "val_every", "prefix_bins"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        for name in ("seed", "warmup", "threads"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 0):
+                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+        if not 1 <= self.reobserve_obs[0] <= self.reobserve_obs[1]:
+            raise ValueError(f"reobserve_obs: expected 1 <= low <= high, got "
+                             f"{self.reobserve_obs!r}")
+        lo, hi = self.prefix
+        if not 0.0 < lo <= hi < 1.0:
+            raise ValueError(f"prefix: expected 0 < low <= high < 1, got {self.prefix!r}")
+        for name in ("lr", "grad_clip"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected > 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.augment_scale <= 2.0:
+            raise ValueError(f"augment_scale: expected a number in [0, 2], got "
+                             f"{self.augment_scale!r}")
+        if not 0.0 <= self.augment_floor <= 10.0:
+            raise ValueError(f"augment_floor: expected a number in [0, 10], got "
+                             f"{self.augment_floor!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay: expected >= 0, got {self.weight_decay!r}")
+        self.model_config  # noqa: B018 - validates the model fields
+        self.sampler_config  # noqa: B018
+        if self.tail_points >= self.horizon:
+            raise ValueError(f"tail_points: expected < horizon ({self.horizon}), got "
+                             f"{self.tail_points}")
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(history_len=self.history_len, horizon=self.horizon,
+                           max_log_ratio=self.max_log_ratio, x_scale=self.x_scale,
+                           enc_hidden=self.enc_hidden, enc_layers=self.enc_layers,
+                           ctx_dim=self.ctx_dim, hidden=self.hidden, layers=self.layers)
+
+    @property
+    def sampler_config(self) -> SamplerConfig:
+        return SamplerConfig(samples=self.samples, steps=self.ode_steps, solver=self.solver,
+                             tail_points=self.tail_points)
+
+
+def draw_cases(rng: np.random.Generator, cfg: TrainConfig, n: int) -> ForecastCases:
+    """n cases of the mix with the prefix distribution of ``cfg`` (one
+    :func:`~core_env.forecast.cases.make_cases` call per prefix bin, concatenated)."""
+    if cfg.prefix_bins == 1:
+        return make_cases(rng, cfg.mix, n, cfg.prefix)
+    edges = np.exp(np.linspace(math.log(cfg.prefix[0]), math.log(cfg.prefix[1]),
+                               cfg.prefix_bins + 1))
+    sizes = np.full(cfg.prefix_bins, n // cfg.prefix_bins)
+    sizes[: n % cfg.prefix_bins] += 1
+    parts = [make_cases(rng, cfg.mix, int(k), (float(lo), float(hi)))
+             for k, lo, hi in zip(sizes, edges[:-1], edges[1:]) if k > 0]
+    return concat_cases(parts)
+
+
+def concat_cases(parts: Sequence[ForecastCases]) -> ForecastCases:
+    """Concatenate case sets (histories re-padded to the widest)."""
+    width = max(p.batch.log_work.shape[1] for p in parts)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])))
+
+    batch = HistoryBatch(np.concatenate([pad(p.batch.log_work) for p in parts]),
+                         np.concatenate([pad(p.batch.log_loss) for p in parts]),
+                         np.concatenate([p.batch.length for p in parts]),
+                         np.arange(sum(p.batch.size for p in parts), dtype=np.int64))
+    return ForecastCases(batch, *(np.concatenate([getattr(p, f) for p in parts])
+                                  for f in ForecastCases._fields[1:]))
+
+
+def reobserve(cases: ForecastCases, rng: np.random.Generator, observations: tuple[int, int]
+              ) -> ForecastCases:
+    """The same cases observed on a schedule that does not depend on the truth.
+
+    :func:`~core_env.forecast.cases.make_cases` spaces observations by the work to target
+    (about 15 to 60 increments to the target), so the number of observations and their
+    spacing reveal how far the prefix is from the target. Here each prefix keeps its end
+    ``s_now`` (hence its target, trajectory and true remaining work) but gets k ~
+    U{observations} observations at ``s_now * cumsum(j) / sum(j)`` with lognormal(0, 0.3)
+    increments j: the schedule carries no information about the remaining work.
+
+    Args:
+        cases: the cases (their ``log_loss_table`` gives the observed losses).
+        rng: the generator.
+        observations: (low, high) inclusive range of the number of observations (>= 1).
+
+    Returns:
+        The cases with a new ``batch`` (other fields shared).
+    """
+    n = cases.batch.size
+    x_now, _ = cases.batch.last()
+    lo, hi = observations
+    k = rng.integers(lo, hi + 1, size=n)
+    j = rng.lognormal(0.0, 0.3, size=(n, hi)) * (np.arange(hi)[None, :] < k[:, None])
+    cum = np.cumsum(j, axis=1)
+    valid = np.arange(hi)[None, :] < k[:, None]
+    log_work = np.where(valid, x_now[:, None] + np.log(np.maximum(cum, 1e-300))
+                        - np.log(cum[np.arange(n), k - 1])[:, None], 0.0)
+    i0, w = grid_position(log_work)
+    table = cases.log_loss_table.astype(np.float64)
+    rows = np.arange(n)[:, None]
+    log_loss = np.where(valid, table[rows, i0] + (table[rows, i0 + 1] - table[rows, i0]) * w,
+                        0.0)
+    batch = HistoryBatch(log_work, log_loss, k.astype(np.int64), cases.batch.key.copy())
+    return cases._replace(batch=batch)
+
+
+def training_arrays(cases: ForecastCases, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefix features and future trajectories of the usable cases (finite positive truth).
+
+    Returns:
+        ``(features, x1)``: float32[m, 3L+3] and float32[m, H].
+    """
+    keep = np.flatnonzero(np.isfinite(cases.remaining) & (cases.remaining > 0))
+    b = cases.batch
+    batch = type(b)(b.log_work[keep], b.log_loss[keep], b.length[keep], b.key[keep])
+    x_now, y_now = batch.last()
+    feats = prefix_features(batch, cases.log_targets[keep], cfg)
+    x1 = future_trajectories(cases.log_loss_table[keep], x_now, y_now, cfg)
+    return torch.from_numpy(feats), torch.from_numpy(x1)
+
+
+def transform_log_loss(features: torch.Tensor, x1: torch.Tensor, power: torch.Tensor,
+                       offset: torch.Tensor, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply a monotone loss transform to each row (augmentation).
+
+    The remaining work is the first work at which the observed loss is at or below the
+    target, so it does not change under any strictly increasing transform of the loss
+    applied to the path and the target alike. Rows use ``phi(l) = (l / y_now + offset)**power``
+    (an offset raises the floor, flattening the curve's end; a power rescales every log-loss
+    difference), i.e. on relative log-losses ``z = ln l - ln y_now``::
+
+        z' = power * ln((exp(z) + offset) / (1 + offset))
+
+    applied to the prefix differences, the target gap and the trajectory (in their
+    ``x_scale`` units).
+
+    Args:
+        features: float[B, 3L+3] prefix features.
+        x1: float[B, H] trajectories.
+        power: float[B] > 0.
+        offset: float[B] >= 0.
+        cfg: the representation (feature layout, x_scale).
+
+    Returns:
+        The transformed ``(features, x1)`` (new tensors).
+    """
+    L = cfg.history_len
+    is_loss = torch.zeros(cfg.feature_dim, dtype=torch.bool)
+    is_loss[1:3 * L:3] = True
+    is_loss[3 * L + 1] = True
+    p, c = power[:, None], offset[:, None]
+
+    def phi(z: torch.Tensor) -> torch.Tensor:
+        z = z * cfg.x_scale
+        return p * torch.log((torch.exp(z) + c) / (1.0 + c)) / cfg.x_scale
+
+    return torch.where(is_loss[None, :], phi(features), features), phi(x1)
+
+
+def evaluate(fm: FlowMatchingForecaster, cases: ForecastCases) -> dict[str, float]:
+    """Median |log ratio|, median relative error and coverage of ``fm`` on the cases with a
+    finite positive truth."""
+    rw = fm.predict_batch(cases.batch, cases.log_targets, np.full(cases.batch.size, 1e9))
+    return metrics(rw.q10, rw.q50, rw.q90, cases.remaining)
+
+
+def metrics(q10: np.ndarray, q50: np.ndarray, q90: np.ndarray, truth: np.ndarray
+            ) -> dict[str, float]:
+    """The benchmark's metrics over cases with a finite positive truth."""
+    ok = np.isfinite(truth) & (truth > 0)
+    t = truth[ok]
+    return {"median_abs_log_ratio": float(np.median(np.abs(np.log(np.maximum(q50[ok], 1e-9)
+                                                                    / t)))),
+            "median_rel_err": float(np.median(np.abs(q50[ok] - t) / t)),
+            "coverage": float(np.mean((q10[ok] <= t) & (t <= q90[ok])))}
+
+
+def fit_spread(fm: FlowMatchingForecaster, cases: ForecastCases, target: float = 0.8
+               ) -> tuple[float, float]:
+    """The temperature of :data:`SPREAD_GRID` whose [q10, q90] coverage on the cases (finite
+    positive truth, not yet reached) is closest to ``target``.
+
+    Returns:
+        ``(spread, coverage)``.
+    """
+    _, y_now = cases.batch.last()
+    ok = (np.isfinite(cases.remaining) & (cases.remaining > 0) & (cases.batch.length > 0)
+          & (y_now > cases.log_targets))
+    rows = np.flatnonzero(ok)
+    raw = fm.sample_remaining(cases.batch, cases.log_targets, rows)
+    truth = cases.remaining[rows]
+    best = (1.0, -1.0)
+    for s in SPREAD_GRID:
+        q10, q90 = np.quantile(widen(raw, float(s)), (0.1, 0.9), axis=1)
+        cov = float(np.mean((q10 <= truth) & (truth <= q90)))
+        if best[1] < 0 or abs(cov - target) < abs(best[1] - target):
+            best = (float(s), cov)
+    return best
+
+
+def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
+    """Run the training described in the module docstring.
+
+    Returns:
+        The trained (and calibrated) forecaster and a JSON-able summary.
+    """
+    # ---- seeding: one numpy generator for the data, one torch generator for the rest
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+
+    model_cfg = cfg.model_config
+    train_cases = draw_cases(rng, cfg, cfg.cases)
+    val_cases = draw_cases(rng, cfg, cfg.val_cases)
+    if cfg.reobserve:
+        train_cases = reobserve(train_cases, rng, cfg.reobserve_obs)
+        val_cases = reobserve(val_cases, rng, cfg.reobserve_obs)
+    feats, x1_all = training_arrays(train_cases, model_cfg)  # [N, 3L+3], [N, H]
+    n = feats.shape[0]
+
+    net = FlowForecastNet.create(model_cfg, gen)
+    matcher = ConditionalFlowMatcher(cfg.sigma_min)
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup:
+            return (step + 1) / cfg.warmup
+        p = (step - cfg.warmup) / max(cfg.steps - cfg.warmup, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(p, 1.0)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    writer = SummaryWriter(cfg.log_dir)
+    val_fm = FlowMatchingForecaster(net, cfg.sampler_config, seed=0)
+    history: list[dict[str, float]] = []
+    t_start = time.perf_counter()
+    bar = tqdm(range(cfg.steps), desc="train FM", disable=not cfg.progress, unit="step")
+    loss_avg = float("nan")
+    for step in bar:
+        idx = torch.randint(n, (cfg.batch_size,), generator=gen)
+        f, x1 = feats[idx], x1_all[idx]  # [B, 3L+3], [B, H]
+        if cfg.augment_scale > 0 or cfg.augment_floor > 0:
+            u = torch.rand(2, cfg.batch_size, generator=gen)
+            f, x1 = transform_log_loss(f, x1, torch.exp(cfg.augment_scale * (2.0 * u[0] - 1.0)),
+                                       cfg.augment_floor * u[1], model_cfg)
+        x0 = torch.randn(x1.shape, generator=gen)  # [B, H]
+        t, xt, ut = matcher.sample_location_and_conditional_flow(x0, x1, generator=gen)
+        net.train()
+        v = net(t, xt, f)
+        loss = torch.mean((v - ut) ** 2)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        opt.step()
+        sched.step()
+
+        value = float(loss.detach())
+        loss_avg = value if math.isnan(loss_avg) else 0.98 * loss_avg + 0.02 * value
+        writer.add_scalar("train/loss", value, step)
+        writer.add_scalar("train/lr", opt.param_groups[0]["lr"], step)
+        if (step + 1) % cfg.val_every == 0 or step + 1 == cfg.steps:
+            net.eval()
+            m = evaluate(val_fm, val_cases)
+            for k, val in m.items():
+                writer.add_scalar(f"val/{k}", val, step)
+            history.append({"step": step + 1, "loss_avg": loss_avg, **m})
+            bar.set_postfix(loss=f"{loss_avg:.4f}",
+                            val_log=f"{m['median_abs_log_ratio']:.3f}",
+                            cov=f"{m['coverage']:.2f}")
+    net.eval()
+    train_seconds = time.perf_counter() - t_start
+
+    spread, cov = 1.0, history[-1]["coverage"]
+    if cfg.calibrate:
+        spread, cov = fit_spread(val_fm, val_cases)
+        writer.add_scalar("val/spread", spread, cfg.steps)
+        writer.add_scalar("val/coverage_calibrated", cov, cfg.steps)
+    writer.close()
+    sampler = SamplerConfig(**{**asdict(cfg.sampler_config), "spread": spread})
+    fm = FlowMatchingForecaster(net, sampler, seed=0)
+    summary = {"train_config": {k: (list(v) if isinstance(v, tuple) else v)
+                                for k, v in asdict(cfg).items()},
+               "model_config": model_cfg.to_dict(), "sampler_config": asdict(sampler),
+               "training_cases": int(n), "validation": history,
+               "calibrated_coverage": cov, "train_seconds": round(train_seconds, 1),
+               "parameters": int(sum(p.numel() for p in net.parameters()))}
+    return fm, summary
+
+
+# ---------------------------------------------------------------------- command line
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each dataclass field (for ``--help``)."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
+            docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    return docs
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
+    """Build a :class:`TrainConfig` from command-line arguments (one per field)."""
+    parser = argparse.ArgumentParser(prog="mara-train-forecaster",
+                                     description="Train MARA's flow-matching loss-curve "
+                                                 "forecaster (see docs/forecasting_fm.md).")
+    docs = _field_docs(TrainConfig)
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        default = getattr(defaults, f.name)
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{docs.get(f.name, '')} (default: {default})"
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=default, help=help_text)
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, dest=f.name, type=type(default[0]), nargs=2,
+                                default=default, metavar=("LOW", "HIGH"), help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type=type(default), default=default,
+                                help=help_text)
+    ns = vars(parser.parse_args(argv))
+    ns = {k: tuple(v) if isinstance(v, list) else v for k, v in ns.items()}
+    try:
+        return TrainConfig(**ns)
+    except ValueError as e:
+        parser.error(str(e))
+        raise  # unreachable: parser.error exits
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``mara-train-forecaster``: train, calibrate, save, print a summary."""
+    cfg = parse_args(argv)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    fm, summary = train(cfg)
+    out = Path(cfg.out)
+    fm.save(out)
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    last = summary["validation"][-1]
+    print(f"saved {out} ({out.stat().st_size / 1e3:.0f} kB, {summary['parameters']} "
+          f"parameters) after {summary['train_seconds']:.0f} s; validation median |log "
+          f"ratio| {last['median_abs_log_ratio']:.3f}, median rel err "
+          f"{last['median_rel_err']:.3f}, coverage {last['coverage']:.2f} -> "
+          f"{summary['calibrated_coverage']:.2f} with spread "
+          f"{summary['sampler_config']['spread']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""``FlowMatchingForecaster``: protocol, fallbacks, determinism, crossings, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from core_env.forecast import REMAINING_CAP, CurveHistory, Forecaster
+from core_env.forecast.cases import make_cases
+from mara_agents.forecast import (CHECKPOINT_DIR, FlowForecastNet, FlowMatchingForecaster,
+                                  ModelConfig, SamplerConfig, crossing_offsets)
+from mara_agents.forecast.forecaster import widen
+
+SMALL = ModelConfig(history_len=4, horizon=8, enc_hidden=16, ctx_dim=8, hidden=16)
+
+
+def small_fm(seed: int = 0, **sampler) -> FlowMatchingForecaster:
+    """A randomly initialised network whose samples vary (non-zero output layer)."""
+    net = FlowForecastNet.create(SMALL, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        net.out.weight.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(1))
+        net.out.bias.fill_(-0.5)  # trajectories drift down: most samples cross
+    return FlowMatchingForecaster(net, SamplerConfig(**{"samples": 16, "steps": 4,
+                                                        "tail_points": 2, **sampler}), seed)
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return make_cases(np.random.default_rng(0), "train", 40, (0.1, 0.5))
+
+
+def _histories(cases, idx):
+    b = cases.batch
+    return [CurveHistory(np.exp(b.log_work[i, :b.length[i]]),
+                         np.exp(b.log_loss[i, :b.length[i]])) for i in idx]
+
+
+def test_protocol_and_output(cases):
+    fm = small_fm()
+    assert isinstance(fm, Forecaster)
+    n = 10
+    rw = fm.predict(_histories(cases, range(n)), np.exp(cases.log_targets[:n]),
+                    np.full(n, 50.0))
+    rw.check(n)
+    assert all(np.asarray(a).shape == (n,) for a in rw)
+    assert np.all(rw.q10 <= rw.q50) and np.all(rw.q50 <= rw.q90)
+
+
+def test_fallbacks():
+    """Never observed: the cap with p_reach 0; already at the target: 0 with p_reach 1."""
+    fm = small_fm()
+    hist = [CurveHistory(np.array([]), np.array([])),
+            CurveHistory(np.array([1.0, 2.0]), np.array([1.0, 0.4])),
+            CurveHistory(np.array([1.0, 2.0]), np.array([1.0, 0.8]))]
+    rw = fm.predict(hist, np.array([0.5, 0.5, 0.5]), np.full(3, 100.0))
+    for f in ("mean", "q10", "q50", "q90"):
+        assert getattr(rw, f)[0] == REMAINING_CAP and getattr(rw, f)[1] == 0.0
+    assert rw.p_reach[0] == 0.0 and rw.p_reach[1] == 1.0
+    assert 0.0 < rw.q50[2] <= REMAINING_CAP
+
+
+def test_same_seed_same_output_other_seed_differs(cases):
+    args = (cases.batch, cases.log_targets, np.full(cases.batch.size, 30.0))
+    a = small_fm(seed=5).predict_batch(*args)
+    b = small_fm(seed=5).predict_batch(*args)
+    c = small_fm(seed=6).predict_batch(*args)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.q50, c.q50)
+    # repeated calls on one forecaster are identical too (the generator is seeded per call)
+    fm = small_fm(seed=5)
+    np.testing.assert_array_equal(fm.predict_batch(*args).mean, fm.predict_batch(*args).mean)
+
+
+def test_p_reach_is_monotone_in_the_budget(cases):
+    fm = small_fm()
+    n = cases.batch.size
+    ps = [fm.predict_batch(cases.batch, cases.log_targets, np.full(n, b)).p_reach
+          for b in (0.0, 1.0, 5.0, 20.0, 100.0, 1e9)]
+    assert np.all(np.diff(np.stack(ps), axis=0) >= 0)
+    assert ps[-1].max() > ps[0].max()
+
+
+def test_crossing_offsets_by_hand():
+    """Grid d = 1, 2, 3, 4 (d_0 = 0, x_0 = 0), tail slope over the last 2 intervals.
+
+    a: x = -0.5 d reaches -1.25 at d = 2.5 (between grid points 2 and 3);
+    b: reaches level -0.2 inside the first interval (0, 1] at d = 0.4;
+    c: censored, tail slope (-1.0 + 0.8) / 2 = -0.1 -> d = 4 + (-1.5 + 1.0) / -0.1 = 9;
+    d: censored with a flat tail -> inf.
+    """
+    offsets = np.array([1.0, 2.0, 3.0, 4.0])
+    x = np.array([[[-0.5, -1.0, -1.5, -2.0]],
+                  [[-0.5, -1.0, -1.5, -2.0]],
+                  [[-0.6, -0.8, -0.9, -1.0]],
+                  [[-0.3, -0.5, -0.5, -0.5]]])
+    d = crossing_offsets(x, np.array([-1.25, -0.2, -1.5, -1.0]), offsets, tail_points=2)
+    np.testing.assert_allclose(d[:3, 0], [2.5, 0.4, 9.0])
+    assert d[3, 0] == np.inf
+
+
+def test_widen():
+    r = np.array([[1.0, math.e, math.e ** 2, REMAINING_CAP]])
+    np.testing.assert_array_equal(widen(r, 1.0), r)
+    # median of the uncapped-as-inf row is between e and e^2 -> ln-median 1.5
+    w = widen(r, 2.0)
+    np.testing.assert_allclose(np.log(w[0, :3]), [1.5 + 2 * (0 - 1.5), 1.5 + 2 * (1 - 1.5),
+                                                  1.5 + 2 * (2 - 1.5)])
+    assert w[0, 3] == REMAINING_CAP
+
+
+def test_checkpoint_round_trip(tmp_path, cases):
+    fm = small_fm(spread=1.3)
+    path = tmp_path / "fm.pt"
+    fm.save(path)
+    loaded = FlowMatchingForecaster.load(path)
+    assert loaded.sampler == fm.sampler and loaded.config == fm.config
+    args = (cases.batch, cases.log_targets, np.full(cases.batch.size, 30.0))
+    for x, y in zip(fm.predict_batch(*args), loaded.predict_batch(*args)):
+        np.testing.assert_array_equal(x, y)
+    assert FlowMatchingForecaster.load(path, samples=4, seed=3).sampler.samples == 4
+    with pytest.raises(ValueError, match="unknown fields"):
+        FlowMatchingForecaster.load(path, temperature=2.0)
+
+
+def test_bad_checkpoints_are_rejected(tmp_path):
+    fm = small_fm()
+    good = fm.checkpoint()
+
+    def write(obj, name):
+        p = tmp_path / name
+        torch.save(obj, p)
+        return p
+
+    wrong_size = {**good, "model_config": json.dumps({**SMALL.to_dict(), "hidden": 32})}
+    with pytest.raises(ValueError, match="do not match"):
+        FlowMatchingForecaster.load(write(wrong_size, "a.pt"))
+    unknown = {**good, "model_config": json.dumps({**SMALL.to_dict(), "depth": 3})}
+    with pytest.raises(ValueError, match="unknown"):
+        FlowMatchingForecaster.load(write(unknown, "b.pt"))
+    missing = {k: v for k, v in good.items() if k != "state_dict"}
+    with pytest.raises(ValueError, match="state_dict"):
+        FlowMatchingForecaster.load(write(missing, "c.pt"))
+    with pytest.raises(ValueError, match="format"):
+        FlowMatchingForecaster.load(write({**good, "format": "other/9"}, "d.pt"))
+    extra = {**good, "state_dict": {**good["state_dict"], "extra.weight": torch.zeros(2)}}
+    with pytest.raises(ValueError, match="extra.weight"):
+        FlowMatchingForecaster.load(write(extra, "e.pt"))
+    (tmp_path / "f.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable"):
+        FlowMatchingForecaster.load(tmp_path / "f.pt")
+    with pytest.raises(FileNotFoundError):
+        FlowMatchingForecaster.load(tmp_path / "missing.pt")
+
+
+def test_pretrained_checkpoint(cases):
+    path = CHECKPOINT_DIR / "fm_default.pt"
+    assert path.stat().st_size <= 5 * 1024 * 1024
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)  # plain data only
+    assert ckpt["format"] == "mara-fm-forecaster/1"
+    assert json.loads((CHECKPOINT_DIR / "fm_default.json").read_text())["sampler_config"] \
+        == json.loads(ckpt["sampler_config"])
+    fm = FlowMatchingForecaster.pretrained()
+    n = cases.batch.size
+    rw = fm.predict_batch(cases.batch, cases.log_targets, np.full(n, 1e9)).check(n)
+    ok = np.isfinite(cases.remaining) & (cases.remaining > 0)
+    assert rw.q50[ok].min() > 0
