@@ -76,7 +76,6 @@ class BatchedCoreEnv:
         self._next = [None] * self.num_envs
         self._prefetch()
         dynamics.arrive(self.sim)
-        self._observer.invalidate()
         return self._out(*self._observer.observe(self.sim))
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -113,7 +112,6 @@ class BatchedCoreEnv:
                 load_workload(self.sim, int(b), self._next[b])
                 self._next[b] = None
             dynamics.arrive(self.sim, rows=done)
-            self._observer.invalidate(done)
         obs, mask = self._out(*self._observer.observe(self.sim))
         info = {"terminated": res.terminated, "truncated": res.truncated,
                 "successes": res.successes, "episode": episode}

@@ -170,15 +170,6 @@ def _admit(s: BatchState) -> None:
         arr[b, slot] = 0
 
 
-def agent_mask(s: BatchState) -> np.ndarray:
-    """bool[B, K + 1]: which actions are legal for any node (idle, or an occupied slot)."""
-    b = s.batch_size
-    out = np.empty((b, s.slot_task.shape[1] + 1), dtype=bool)
-    out[:, 0] = True
-    np.greater_equal(s.slot_task, 0, out=out[:, 1:])
-    return out
-
-
 def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     """Advance every environment of the batch by one slot, in place.
 

@@ -135,7 +135,6 @@ class CoreSchedulerEnv(ParallelEnv):
         self.workload = wl
         load_workload(self.sim, 0, wl)
         dynamics.arrive(self.sim)
-        self._observer.invalidate()
         self.agents = list(self.possible_agents)
         return self._observations(), {a: {} for a in self.agents}
 

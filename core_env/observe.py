@@ -44,9 +44,6 @@ class Observer:
         self.node_index = np.float32(np.arange(self.n) / max(self.n - 1, 1))
         self._col = {f.name: i for i, f in enumerate(lay.task_features)}
 
-    def invalidate(self, rows: np.ndarray | None = None) -> None:
-        """Kept for API stability: the table is recomputed densely every step."""
-
     def _compute_tables(self, s: BatchState) -> None:
         """Fill the global, node and shared task-table buffers, feature by feature name."""
         f32 = np.float32

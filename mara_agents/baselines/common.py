@@ -49,6 +49,13 @@ from core_env.curves import WORK_MAX
 from core_env.layout import Layout
 
 FORECAST_COLUMNS = ("fc_mean", "fc_q10", "fc_q50", "fc_q90")
+
+
+def check_forecast_column(column: str) -> str:
+    """Return ``column`` if it names a remaining-work forecast column, else raise ValueError."""
+    if column not in FORECAST_COLUMNS:
+        raise ValueError(f"column: expected one of {FORECAST_COLUMNS}, got {column!r}")
+    return column
 """Forecast columns that hold a normalised remaining work (see
 :mod:`core_env.forecast.wrapper`)."""
 
@@ -219,8 +226,7 @@ class ObservationDecoder:
         if not self.has_forecast:
             raise ValueError("this policy reads forecast columns: wrap the environment in "
                              "core_env.forecast.LossForecastWrapper (see make_policy)")
-        if column not in FORECAST_COLUMNS:
-            raise ValueError(f"column: expected one of {FORECAST_COLUMNS}, got {column!r}")
+        check_forecast_column(column)
         fc = view.table[:, self._col[column]].astype(np.float64)
         censored = view.present & (fc >= 1.0 - 1e-6)
         return np.where(view.present, fc * 2.0 * view.achievable, 0.0), censored

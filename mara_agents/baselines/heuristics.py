@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from core_env.masks import sequential_mask
-from mara_agents.baselines.common import (FORECAST_COLUMNS, CentralPolicy, ClusterView,
+from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           SlotTracker, assign_nodes, fill_by_priority)
 
 MIN_FORECAST_OBS = 2
@@ -134,9 +134,7 @@ class _ForecastPolicy(_PriorityPolicy):
 
     def __init__(self, env: Any, column: str = "fc_q50") -> None:
         super().__init__(env)
-        if column not in FORECAST_COLUMNS:
-            raise ValueError(f"column: expected one of {FORECAST_COLUMNS}, got {column!r}")
-        self.column = column
+        self.column = check_forecast_column(column)
         self.tracker = SlotTracker(self.decoder.layout.n_slots)
 
     def reset_state(self) -> None:

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from mara_agents.baselines.common import (FORECAST_COLUMNS, CentralPolicy, ClusterView,
+from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           SlotTracker, assign_nodes)
 
 __all__ = ["LARAParams", "LARAPolicy", "assign_nodes", "largest_remainder", "moore_hodgson",
@@ -196,8 +196,7 @@ class LARAParams:
         if self.explore_split not in ("young", "visible"):
             raise ValueError(f"explore_split: expected 'young' or 'visible', got "
                              f"{self.explore_split!r}")
-        if self.column not in FORECAST_COLUMNS:
-            raise ValueError(f"column: expected one of {FORECAST_COLUMNS}, got {self.column!r}")
+        check_forecast_column(self.column)
         if not (isinstance(self.safety, (int, float)) and math.isfinite(self.safety)
                 and self.safety > 0):
             raise ValueError(f"safety: expected a finite number > 0, got {self.safety!r}")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mara_agents.baselines.common import (FORECAST_COLUMNS, CentralPolicy, ClusterView,
+from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           assign_nodes)
 
 
@@ -39,9 +39,7 @@ class OracleGreedyPolicy(CentralPolicy):
 
     def __init__(self, env: Any, column: str = "fc_q50") -> None:
         super().__init__(env)
-        if column not in FORECAST_COLUMNS:
-            raise ValueError(f"column: expected one of {FORECAST_COLUMNS}, got {column!r}")
-        self.column = column
+        self.column = check_forecast_column(column)
 
     def decide(self, view: ClusterView) -> np.ndarray:
         n = view.n_nodes
