@@ -36,8 +36,11 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
 
 def _check_float(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False,
                  hi_open: bool = False) -> None:
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-          and math.isfinite(value))
+    try:
+        ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+              and math.isfinite(value))
+    except OverflowError:  # an int too large for a float
+        ok = False
     if ok:
         ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
@@ -155,7 +158,7 @@ class WorkloadConfig:
     def __post_init__(self) -> None:
         from core_env.curves import MIXES  # local import: curves imports nothing from here
 
-        if self.mix not in MIXES:
+        if not isinstance(self.mix, str) or self.mix not in MIXES:  # (unhashable: TypeError)
             _fail("mix", self.mix, f"one of {sorted(MIXES)}")
         _check_float("load", self.load, 0.0, 20.0, lo_open=True)
         _check_float("base_arrival_rate", self.base_arrival_rate, 0.0, 64.0, lo_open=True)

@@ -3,8 +3,8 @@ reliability tests.
 
 Settings: every property here is decorated with :data:`PROPERTY` (or :data:`HEAVY`), not a
 global profile, so the other test directories keep their own defaults. In CI (the default)
-a property tries ``PROPERTY_EXAMPLES`` = 30 examples and a heavy one (a whole episode or
-more per example, run twice) ``HEAVY_EXAMPLES`` = 15, with no deadline; set
+a property tries ``PROPERTY_EXAMPLES`` = 60 examples and a heavy one (a whole episode or
+more per example, run twice) ``HEAVY_EXAMPLES`` = 25, with no deadline; set
 ``HYPOTHESIS_PROFILE=thorough`` for 20x as many.
 """
 
@@ -22,8 +22,8 @@ from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardCon
 from core_env.curves import MIXES
 
 _SCALE = 20 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1
-PROPERTY_EXAMPLES = 30 * _SCALE
-HEAVY_EXAMPLES = 15 * _SCALE
+PROPERTY_EXAMPLES = 60 * _SCALE
+HEAVY_EXAMPLES = 25 * _SCALE
 _COMMON: dict[str, Any] = dict(deadline=None, derandomize=_SCALE == 1,
                                suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
