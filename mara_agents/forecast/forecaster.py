@@ -180,17 +180,41 @@ class FlowMatchingForecaster(BaseForecaster):
              ) -> FlowMatchingForecaster:
         """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``).
 
+        The file is first checked as a zip archive (torch's container) with every record's
+        CRC-32 verified, because ``torch.load`` does not check the CRCs of tensor data: a
+        flipped byte in the weights would otherwise load silently. Then ``torch.load``
+        with ``weights_only=True`` unpickles only tensors and plain containers, so a
+        checkpoint that carries code (a crafted pickle) is refused without running it.
+
         Raises:
             FileNotFoundError: if there is no such file.
-            ValueError: if the file is not a checkpoint of this format or its config does
-                not match its weights.
+            ValueError: naming the file, if it is truncated, corrupted, not a torch zip
+                checkpoint, carries anything but tensors and plain data, is not a
+                checkpoint of this format, or its config does not match its weights.
         """
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no FM forecaster checkpoint at {path}")
         try:
+            with zipfile.ZipFile(path) as archive:
+                bad_record = archive.testzip()
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, UnicodeDecodeError, EOFError,
+                ValueError) as e:
+            raise ValueError(f"{path}: not a readable torch checkpoint: not a zip archive, or "
+                             f"truncated or corrupted ({type(e).__name__}: {e})") from e
+        if bad_record is not None:
+            raise ValueError(f"{path}: corrupted checkpoint (CRC-32 mismatch in record "
+                             f"{bad_record!r})")
+        try:
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile) as e:
+        except pickle.UnpicklingError as e:
+            lines = [ln for ln in str(e).splitlines() if "GLOBAL" in ln or "Unsupported" in ln]
+            reason = lines[0].strip() if lines else type(e).__name__
+            raise ValueError(f"{path}: refused: the checkpoint holds objects other than "
+                             f"tensors and plain data, which could run code on load "
+                             f"({reason})") from e
+        except (RuntimeError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, KeyError,
+                ValueError) as e:
             raise ValueError(f"{path}: not a readable torch checkpoint ({e})") from e
         net, sampler = from_checkpoint(ckpt, str(path))
         unknown = sorted(set(sampler_overrides) - {f.name for f in fields(SamplerConfig)})
