@@ -70,36 +70,159 @@ def config_record(preset: str) -> dict[str, Any]:
 
 
 def code_version() -> str:
-    """``git describe`` of the working tree if available, else the package version."""
+    """Which code produced a result: ``<git describe --always --dirty>+src.<hash>``.
+
+    The first part is the package version where git is unavailable. The hash (12 hex
+    digits of SHA-256) covers the path and bytes of every ``.py`` file of ``core_env``,
+    ``mara_agents`` and ``benchmarks`` and the shipped checkpoints, so two runs with the
+    same string ran the same code even on a dirty tree (where ``git describe`` alone says
+    only "dirty").
+    """
+    root = Path(__file__).resolve().parent.parent
+    head = None
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+                             text=True, cwd=root, timeout=10)
         if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
+            head = out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    import core_env
+    if head is None:
+        import core_env
 
-    return core_env.__version__
+        head = core_env.__version__
+    digest = hashlib.sha256()
+    for pkg in ("core_env", "mara_agents", "benchmarks"):
+        files = [p for pattern in ("*.py", "checkpoints/*.pt", "checkpoints/*.json")
+                 for p in (root / pkg).rglob(pattern)]
+        for f in sorted(files):
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(f.read_bytes() + b"\0")
+    return f"{head}+src.{digest.hexdigest()[:12]}"
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` so that ``path`` is either its old self or complete, never partial.
+
+    The text goes to a hidden temporary file next to ``path`` (``.<name>.<pid>.tmp``),
+    is flushed and fsynced, then renamed over ``path`` (atomic on POSIX) and the directory
+    entry is fsynced, so a crash or a kill at any point (SIGINT, SIGKILL, power loss after
+    the rename) leaves no truncated ``path``. A leftover temporary file is removed by the
+    next :func:`run_episodes` on the folder.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+MANIFEST = "manifest.json"
+"""Run manifest in a results folder: each preset's config hash and the code versions that
+contributed episodes (see :func:`run_episodes`)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's live process
+        return True
+    return True
+
+
+def _clean_store(store: Path) -> None:
+    """Remove temporary files left by killed writers (their pid is gone) and move aside
+    episode files that do not parse as a JSON object (so they are recomputed)."""
+    for tmp in store.glob(".*.tmp"):
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if not pid.isdigit() or not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+    for f in store.glob("*.json"):
+        try:
+            ok = isinstance(json.loads(f.read_text()), dict)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            ok = False
+        if not ok:
+            os.replace(f, f.with_name(f.name + ".corrupt"))
+
+
+def _update_manifest(out: Path, presets: Sequence[str]) -> None:
+    """Record (or check) the config hash of every preset of the run and the code version.
+
+    Raises:
+        ValueError: if the folder holds episodes of a preset whose configuration has
+            changed since (its config hash differs), or an unreadable manifest.
+    """
+    path = out / MANIFEST
+    old: dict[str, Any] = {"config_hashes": {}, "code_versions": []}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: unreadable run manifest ({e}); delete it to accept "
+                             f"the episodes in {out} as they are") from e
+        if not (isinstance(old, dict) and isinstance(old.get("config_hashes"), dict)
+                and isinstance(old.get("code_versions"), list)):
+            raise ValueError(f"{path}: expected a run manifest with config_hashes and "
+                             f"code_versions; delete it to accept the episodes in {out}")
+    hashes = dict(old["config_hashes"])
+    for preset in sorted(set(presets)):
+        try:
+            h = config_record(preset)["config_hash"]
+        except ValueError:  # not a preset of core_env (a custom episode function)
+            h = None
+        if preset in hashes and hashes[preset] != h:
+            raise ValueError(
+                f"{out}: preset {preset!r} has changed since its episodes there were run "
+                f"(config hash {hashes[preset]} then, {h} now); use a new --out folder or "
+                f"delete {out / 'episodes'} to recompute")
+        hashes[preset] = h
+    version = code_version()
+    versions = list(old["code_versions"]) + ([version] if version not in old["code_versions"]
+                                             else [])
+    _write_atomic(path, json.dumps({"config_hashes": hashes, "code_versions": versions},
+                                   indent=2, sort_keys=True))
 
 
 def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
                  episode_fn: Callable[[EpisodeSpec], dict[str, Any]] = run_episode_spec,
                  backend: str = "local", workers: int = 2, ray_address: str | None = None,
                  progress: bool = True) -> list[dict[str, Any]]:
-    """Run the specs that have no result file yet; return every spec's result, in order."""
+    """Run the specs that have no result file yet; return every spec's result, in order.
+
+    Crash safety: every finished episode is written atomically (:func:`_write_atomic`) as
+    soon as it is done, so killing the run at any moment (Ctrl-C, SIGKILL) loses at most
+    the episodes in flight, and rerunning resumes where it stopped with the same final
+    results. On start, temporary files of killed writers are removed, unparsable episode
+    files are renamed ``*.corrupt`` and recomputed, and ``<out>/manifest.json`` records
+    each preset's config hash and the code versions: resuming into a folder whose episodes
+    were run with a different configuration of a preset raises ``ValueError``.
+    """
     if backend not in ("local", "ray"):
         raise ValueError(f"backend: expected 'local' or 'ray', got {backend!r}")
     if workers < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     store = out / "episodes"
     store.mkdir(parents=True, exist_ok=True)
+    _clean_store(store)
+    _update_manifest(out, [s.preset for s in specs])
     todo = [s for s in specs if not (store / f"{s.key}.json").exists()]
     bar = None
     if progress and todo:
@@ -112,18 +235,25 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
         if bar is not None:
             bar.update(1)
 
-    if todo and backend == "ray":
-        _run_ray(todo, episode_fn, save, ray_address)
-    elif todo and workers == 1:
-        for spec in todo:
-            save(spec, episode_fn(spec))
-    elif todo:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(episode_fn, spec): spec for spec in todo}
-            for fut in as_completed(futures):
-                save(futures[fut], fut.result())
-    if bar is not None:
-        bar.close()
+    try:
+        if todo and backend == "ray":
+            _run_ray(todo, episode_fn, save, ray_address)
+        elif todo and workers == 1:
+            for spec in todo:
+                save(spec, episode_fn(spec))
+        elif todo:
+            pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+            try:
+                futures = {pool.submit(episode_fn, spec): spec for spec in todo}
+                for fut in as_completed(futures):
+                    save(futures[fut], fut.result())
+            except BaseException:  # Ctrl-C or a failed episode: drop the queued ones
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
+    finally:
+        if bar is not None:
+            bar.close()
     return [json.loads((store / f"{s.key}.json").read_text()) for s in specs]
 
 
