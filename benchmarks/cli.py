@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     fc.add_argument("--seed", type=int, default=12345)
     fc.add_argument("--no-fm", action="store_true", help="skip the flow-matching forecaster")
     fc.add_argument("--out", type=Path, default=Path("results/forecast"))
+    soak = sub.add_parser("soak", help="1M env steps + 100k batched steps: memory and errors")
+    soak.add_argument("--preset", default="CoRE-v0")
+    soak.add_argument("--env-steps", type=int, default=1_000_000)
+    soak.add_argument("--batched-steps", type=int, default=100_000)
+    soak.add_argument("--num-envs", type=int, default=256)
+    soak.add_argument("--seed", type=int, default=0)
+    soak.add_argument("--out", type=Path, default=Path("results/soak"))
     args = parser.parse_args(argv)
     if args.suite == "demo":
         from benchmarks import demo
@@ -60,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         res = fc_suite.run(args.cases, args.seed, include_fm=not args.no_fm)
         fc_suite.write(res, args.out)
         print(fc_suite.format_table(res))
+        print(f"results in {args.out}/")
+    elif args.suite == "soak":
+        from benchmarks import soak as soak_suite
+        res = soak_suite.run(args.preset, args.env_steps, args.batched_steps, args.num_envs,
+                             args.seed)
+        soak_suite.write(res, args.out)
+        print(soak_suite.format_table(res))
         print(f"results in {args.out}/")
     return 0
 
