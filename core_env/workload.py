@@ -146,6 +146,9 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
     out = {}
     for name, shape in shapes.items():
         arr = np.asarray(getattr(wl, name))
+        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+            raise ValueError(f"workload.{name}: expected a real numeric array, got dtype "
+                             f"{arr.dtype}")
         if arr.shape != shape:
             raise ValueError(f"workload.{name}: expected shape {shape}, got {arr.shape}")
         if not np.all(np.isfinite(arr)):
@@ -175,7 +178,7 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
             i = first_bad(bad)
             raise ValueError(f"workload.{name}[{i}]: expected {allowed}, "
                              f"got {out[name][i]!r}")
-    for name in ("arrival", "deadline", "cap"):
+    for name in ("arrival", "deadline", "cap", "family"):
         if not np.all(out[name] == np.round(out[name])):
             raise ValueError(f"workload.{name}: expected integers")
     return Workload(arrival=out["arrival"].astype(np.int64),
