@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -280,10 +281,21 @@ def _run_ray(todo, episode_fn, save, ray_address):
 
 def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (preset, policy): mean completion rate with its 95% CI, mean utilization,
-    and the paired difference to the reference policy on the seeds both have."""
+    and the paired difference to the reference policy on the seeds both have.
+
+    Records with a ``bound`` key are clairvoyant bounds (one per preset and seed, see
+    :func:`benchmarks.suites.bound_record`), not episodes. When there are any, every policy
+    row also gets ``of_bound`` (mean of completed / bound over the seeds with a positive
+    bound, with its 95% CI, ``bound_paired`` seeds), and each preset gets a row for the
+    bound itself: its completion-rate bound (bound / arrived) with CI, the paired headroom
+    over the reference policy, and the solves (methods used, seconds, largest MILP gap).
+    Rows are sorted by (preset, policy).
+    """
+    bounds = {(r["preset"], r["seed"]): r for r in results if "bound" in r}
     by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     for r in results:
-        by.setdefault((r["preset"], r["policy"]), {})[r["seed"]] = r
+        if "bound" not in r:
+            by.setdefault((r["preset"], r["policy"]), {})[r["seed"]] = r
     rows = []
     for (preset, policy), eps in sorted(by.items()):
         rates = [eps[s]["completion_rate"] for s in sorted(eps)]
@@ -298,39 +310,104 @@ def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 diffs = [eps[s]["completion_rate"] - ref[s]["completion_rate"] for s in common]
                 d, dlo, dhi = mean_ci(diffs)
                 row.update(diff_vs_ref=d, diff_ci_low=dlo, diff_ci_high=dhi, paired=len(common))
+        with_bound = [s for s in sorted(eps) if bounds.get((preset, s), {}).get("bound", 0) > 0]
+        if with_bound:
+            ratios = [eps[s]["completed"] / bounds[(preset, s)]["bound"] for s in with_bound]
+            m, mlo, mhi = mean_ci(ratios)
+            row.update(of_bound=m, of_bound_ci_low=mlo, of_bound_ci_high=mhi,
+                       bound_paired=len(with_bound))
         rows.append(row)
+    for preset in sorted({p for p, _ in bounds}):
+        recs = [bounds[k] for k in sorted(bounds) if k[0] == preset]
+        mean, lo, hi = mean_ci([r["bound"] / max(r["n_tasks"], 1) for r in recs])
+        seconds = [r["lp_seconds"] + r["milp_seconds"] for r in recs]
+        methods: dict[str, int] = {}
+        for r in recs:
+            methods[r["method"]] = methods.get(r["method"], 0) + 1
+        gaps = [r["milp_gap"] for r in recs if r.get("milp_gap") is not None]
+        row = {"preset": preset, "policy": recs[0]["policy"], "episodes": len(recs),
+               "completion_rate": mean, "ci_low": lo, "ci_high": hi, "utilization": None,
+               "is_bound": True, "bound_mean": sum(r["bound"] for r in recs) / len(recs),
+               "scaling": recs[0].get("scaling"), "methods": methods,
+               "solve_seconds_mean": sum(seconds) / len(seconds),
+               "solve_seconds_max": max(seconds),
+               "milp_gap_max": max(gaps) if gaps else None}
+        ref = by.get((preset, REFERENCE_POLICY), {})
+        common = sorted({seed for p, seed in bounds if p == preset} & set(ref))
+        if common:
+            d, dlo, dhi = mean_ci([bounds[(preset, s)]["bound"] / max(bounds[(preset, s)]
+                                   ["n_tasks"], 1) - ref[s]["completion_rate"] for s in common])
+            row.update(diff_vs_ref=d, diff_ci_low=dlo, diff_ci_high=dhi, paired=len(common))
+        rows.append(row)
+    rows.sort(key=lambda r: (r["preset"], not r.get("is_bound", False), r["policy"]))
     return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table: completion rate (95% CI) and the paired difference to LARA."""
-    lines = ["| preset | policy | episodes | completion rate (95% CI) | vs LARA, paired (95% CI) "
-             "| utilization |", "|---|---|---|---|---|---|"]
+    """Markdown table: completion rate (95% CI) and the paired difference to LARA.
+
+    With clairvoyant bounds in ``rows``, a column gives each policy's completions as a share
+    of the bound (mean of per-seed ratios, 95% CI), the bound's own row shows the
+    completion-rate bound, and a second table describes the solves.
+    """
+    has_bound = any(r.get("is_bound") for r in rows)
+    head = ("| preset | policy | episodes | completion rate (95% CI) | vs LARA, paired (95% CI) "
+            "| utilization |")
+    lines = [head + (" of bound (95% CI) |" if has_bound else ""),
+             "|---|---|---|---|---|---|" + ("---|" if has_bound else "")]
     for r in rows:
         diff = (f"{100 * r['diff_vs_ref']:+.1f} pts ({100 * r['diff_ci_low']:+.1f}, "
                 f"{100 * r['diff_ci_high']:+.1f})" if "diff_vs_ref" in r else "-")
-        lines.append(f"| {r['preset']} | {r['policy']} | {r['episodes']} | "
-                     f"{100 * r['completion_rate']:.1f}% ({100 * r['ci_low']:.1f}, "
-                     f"{100 * r['ci_high']:.1f}) | {diff} | {r['utilization']:.3f} |")
+        util = "-" if r["utilization"] is None else f"{r['utilization']:.3f}"
+        name = f"**{r['policy']}** (clairvoyant)" if r.get("is_bound") else r["policy"]
+        line = (f"| {r['preset']} | {name} | {r['episodes']} | "
+                f"{100 * r['completion_rate']:.1f}% ({100 * r['ci_low']:.1f}, "
+                f"{100 * r['ci_high']:.1f}) | {diff} | {util} |")
+        if has_bound:
+            line += (f" {100 * r['of_bound']:.1f}% ({100 * r['of_bound_ci_low']:.1f}, "
+                     f"{100 * r['of_bound_ci_high']:.1f}) |" if "of_bound" in r else " - |")
+        lines.append(line)
+    if has_bound:
+        lines += ["", "Clairvoyant bound solves (see docs/bound.md):", "",
+                  "| preset | seeds | scaling | mean bound (tasks) | proven by | "
+                  "solve s, mean (max) | largest MILP gap |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r.get("is_bound"):
+                how = ", ".join(f"{k} {v}" for k, v in sorted(r["methods"].items()))
+                gap = "-" if r["milp_gap_max"] is None else f"{100 * r['milp_gap_max']:.1f}%"
+                lines.append(f"| {r['preset']} | {r['episodes']} | {r['scaling']} | "
+                             f"{r['bound_mean']:.1f} | {how} | {r['solve_seconds_mean']:.2f} "
+                             f"({r['solve_seconds_max']:.2f}) | {gap} |")
     return "\n".join(lines) + "\n"
 
 
 def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, Any]) -> str:
-    """results.json / results.csv / table.md / completion_vs_load.png; returns the table."""
+    """results.json / results.csv / table.md / completion_vs_load.png; returns the table.
+
+    Clairvoyant-bound records (with a ``bound`` key) go to ``bounds.csv`` and to the
+    ``bounds`` list of ``results.json``; ``results.csv`` and ``episodes`` hold the episodes.
+    """
     out.mkdir(parents=True, exist_ok=True)
     rows = summarise(results)
+    episodes = [r for r in results if "bound" not in r]
+    bounds = [r for r in results if "bound" in r]
     presets = sorted({r["preset"] for r in results})
     payload = {**meta, "code_version": code_version(),
                "presets": {p: config_record(p) for p in presets},
-               "summary": rows, "episodes": list(results)}
+               "summary": rows, "episodes": episodes}
+    if bounds:
+        payload["bounds"] = bounds
     _write_atomic(out / "results.json", json.dumps(payload, indent=2, default=str))
-    tmp = out / ".results.csv.tmp"
-    with tmp.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["preset", "policy", "seed", *EPISODE_FIELDS])
+    tables = [("results.csv", ["preset", "policy", "seed", *EPISODE_FIELDS], episodes)]
+    if bounds:
+        tables.append(("bounds.csv", list(bounds[0]), bounds))
+    for name, fields, recs in tables:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
-        for r in results:
-            w.writerow({k: r[k] for k in w.fieldnames})
-    os.replace(tmp, out / "results.csv")
+        for r in recs:
+            w.writerow({k: r.get(k) for k in fields})
+        _write_atomic(out / name, buf.getvalue())
     table = format_table(rows)
     _write_atomic(out / "table.md", table)
     _plot_vs_load(rows, out / "completion_vs_load.png")
@@ -345,19 +422,27 @@ def _plot_vs_load(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
     import core_env
 
-    loads = {p: core_env.make_config(p).workload.load for p in {r["preset"] for r in rows}
-             if core_env.make_config(p).workload.mix == "train"}
-    if len(loads) < 2:
+    # presets that differ only in their load (e.g. CoRE-v0/-Heavy/-Extreme, not CoRE-Small-v0)
+    groups: dict[Any, dict[str, float]] = {}
+    for p in sorted({r["preset"] for r in rows}):
+        cfg = core_env.make_config(p)
+        groups.setdefault(cfg.replace(load=1.0), {})[p] = cfg.workload.load
+    loads = max(groups.values(), key=lambda g: (len(set(g.values())), "CoRE-v0" in g))
+    if len(set(loads.values())) < 2:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     for policy in sorted({r["policy"] for r in rows}):
-        pts = sorted((loads[r["preset"]], r) for r in rows
-                     if r["policy"] == policy and r["preset"] in loads)
+        pts = sorted(((loads[r["preset"]], r) for r in rows
+                      if r["policy"] == policy and r["preset"] in loads), key=lambda p: p[0])
         x = [p for p, _ in pts]
         y = [100 * r["completion_rate"] for _, r in pts]
         err = [[100 * (r["completion_rate"] - r["ci_low"]) for _, r in pts],
                [100 * (r["ci_high"] - r["completion_rate"]) for _, r in pts]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=policy)
+        if pts and pts[0][1].get("is_bound"):  # the clairvoyant bound: no policy reaches it
+            ax.errorbar(x, y, yerr=err, marker="s", capsize=3, color="black", linestyle="--",
+                        label=f"{policy} (clairvoyant)")
+        else:
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=policy)
     ax.set_xlabel("load (arrival-rate multiplier)")
     ax.set_ylabel("completion rate (%)")
     ax.grid(alpha=0.3)
