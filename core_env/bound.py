@@ -148,7 +148,9 @@ def _gain_segments(speeds_desc: np.ndarray, alpha: float, kmax: int
 
     Returns:
         ``(slopes, lengths)``: float64[S] slope (work per node) and length (nodes) of each
-        segment, left to right; h(n) = sum_i slope_i * clip(n - start_i, 0, length_i).
+        rising segment, left to right; h(n) = sum_i slope_i * clip(n - start_i, 0, length_i)
+        up to the envelope's maximum (with unequal speeds, g can fall: adding a slow node to
+        a fast one at alpha < 1 loses work; those segments are dropped, the maximum kept).
     """
     k = np.arange(kmax + 1, dtype=np.float64)
     g = np.concatenate([[0.0], np.cumsum(speeds_desc[:kmax]) * k[1:] ** (alpha - 1.0)])
@@ -163,7 +165,9 @@ def _gain_segments(speeds_desc: np.ndarray, alpha: float, kmax: int
         hull.append(i)
     h = np.asarray(hull)
     lengths = k[h[1:]] - k[h[:-1]]
-    return (g[h[1:]] - g[h[:-1]]) / lengths, lengths
+    slopes = (g[h[1:]] - g[h[:-1]]) / lengths
+    keep = slopes > 0  # past its maximum the envelope falls (a slow extra node): never useful
+    return slopes[keep], lengths[keep]
 
 
 def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "concave",

@@ -23,8 +23,8 @@ import pytest
 
 import core_env
 from core_env import dynamics
-from core_env.bound import (LOSS_TOL, WORK_RTOL, BoundResult, clairvoyant_bound,
-                            required_work, solve_bound)
+from core_env.bound import (LOSS_TOL, WORK_RTOL, BoundResult, _gain_segments,
+                            clairvoyant_bound, required_work, solve_bound)
 from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import generate_workload
 from mara_agents.policy import POLICY_NAMES, make_policy, run_episode
@@ -202,6 +202,18 @@ def test_flat_start_below_target_needs_any_work():
     assert solve_bound(wl, cfg).bound == brute_force_optimum(wl, cfg) == 1
 
 
+def test_gain_envelope():
+    """k**alpha at whole k, interpolated; with a fast and a slow node at alpha = 0.5 two
+    nodes give (4 + 0.1) / sqrt(2) < 4, so the envelope stops at one node."""
+    slopes, lengths = _gain_segments(np.ones(4), 0.5, 4)
+    np.testing.assert_allclose(np.cumsum(slopes * lengths), np.arange(1, 5) ** 0.5)
+    slopes, lengths = _gain_segments(np.array([4.0, 0.1]), 0.5, 2)
+    assert slopes.tolist() == [4.0] and lengths.tolist() == [1.0]
+    cfg = core_env.make_config(SMALL, n_nodes=2, node_speeds=(4.0, 0.1))
+    wl = make_workload([task(0, 2, target_work=7.5, cap=2, alpha=0.5)], [4.0, 0.1])
+    assert solve_bound(wl, cfg).bound == brute_force_optimum(wl, cfg) == 1
+
+
 # ------------------------------------------------------------------ against the policies
 def _check_policies(policies: list[str], preset: str, seeds: range, **overrides) -> list[float]:
     """Run every policy on every seed; assert completed <= bound; return completed / bound."""
@@ -230,12 +242,12 @@ def test_no_policy_beats_the_bound_small(overrides):
 @pytest.mark.parametrize("preset", ["CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0",
                                     "CoRE-HeldOut-v0"])
 def test_no_policy_beats_the_bound(preset):
-    _check_policies(POLICIES_TO_CHECK, preset, range(3))
+    _check_policies(POLICIES_TO_CHECK, preset, range(2))
 
 
 @pytest.mark.slow
 def test_no_policy_beats_the_bound_many_small_seeds():
-    _check_policies(POLICIES_TO_CHECK, SMALL, range(4, 40))
+    _check_policies(POLICIES_TO_CHECK, SMALL, range(4, 28))
 
 
 # ------------------------------------------------------------------ properties
