@@ -6,10 +6,14 @@ TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# optional extras to install with the package (CI adds ray: make test EXTRAS=test,ray)
+# optional extras to install with the package (CI: make test EXTRAS=test,ray,sb3,torchrl,docs)
 EXTRAS ?= test
+# RLlib pins an older gymnasium, so its extra lives in a second environment (make test-rllib)
+RLLIB_VENV := .venv-rllib
+RLLIB_PY := $(RLLIB_VENV)/bin/python
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: demo test bench-speed clean
+.PHONY: demo test bench-speed docs test-rllib clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,5 +31,21 @@ test: $(STAMP)
 bench-speed: $(STAMP)
 	$(PY) -m benchmarks speed
 
+# the documentation site (needs the docs extra: make docs EXTRAS=test,docs); output in site/
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
+$(RLLIB_STAMP): pyproject.toml
+	test -x $(RLLIB_PY) || $(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_PY) -m pip install --quiet --upgrade pip
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(RLLIB_PY) -m pip install --quiet "$(TORCH_CPU)"; fi
+	$(RLLIB_PY) -m pip install --quiet -e ".[test,rllib]"
+	touch $(RLLIB_STAMP)
+
+# the RLlib example and the environment's own tests under the gymnasium that ray[rllib] pins
+test-rllib: $(RLLIB_STAMP)
+	$(RLLIB_PY) -c "import gymnasium, ray; print('gymnasium', gymnasium.__version__, 'ray', ray.__version__)"
+	$(RLLIB_PY) -m pytest -q tests/integrations/test_rllib.py tests/core_env
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(RLLIB_VENV) build site *.egg-info
