@@ -3,10 +3,19 @@
 Used by the forecast benchmark (SPEC §4: prefixes at 10%, 20% and 40% of the work to
 target) and to train learned forecasters. A case is one task: its curve and noise path are
 drawn as in the environment (:func:`core_env.curves.draw_curve_params`), its target is the
-hidden curve's value at s*, and it is observed as a scheduler would see it: at cumulative
-work points reached by irregular increments (about 15 to 60 steps to the target), up to a
-prefix end. The truth is the least work at or after the prefix end at which the *observed*
-loss reaches the target (what success needs), minus the work done.
+hidden curve's value at s*, and it is observed as a scheduler would see it: once per slot
+of training, at cumulative work points reached by increments that do not depend on the
+truth, up to a prefix end. The truth is the least work at or after the prefix end at which
+the *observed* loss reaches the target (what success needs), minus the work done.
+
+Observation schedule (environment-like, truth-independent): each task gets a work rate r
+drawn log-uniformly from ``rate`` (node-slots per observation: in ``CoRE-v0`` a slot
+delivers k**alpha with 1 <= k <= 8 nodes at speed 1, about 1 to 5), lowered to at most a
+third of the prefix end so that short prefixes still hold a few observations, and every
+increment is r times a lognormal(0, 0.3) factor (the node count changing from slot to
+slot). Given the work done so far (which every forecaster sees), the number and spacing of
+the observations carry no information about the remaining work. (An earlier version
+spaced observations by the true work to target, which leaked the answer.)
 """
 
 from __future__ import annotations
@@ -32,8 +41,8 @@ class ForecastCases(NamedTuple):
 
 
 def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple[float, float],
-               required_work: tuple[float, float] = (4.0, 160.0), max_obs: int = 256
-               ) -> ForecastCases:
+               required_work: tuple[float, float] = (4.0, 160.0),
+               rate: tuple[float, float] = (0.5, 6.0), max_obs: int = 256) -> ForecastCases:
     """Draw n cases from a mix.
 
     Args:
@@ -43,6 +52,7 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
         prefix: fraction of the observed work-to-target at which the prefix ends, or a
             (low, high) range to draw it from uniformly.
         required_work: log-uniform range of s* (as ``WorkloadConfig.required_work``).
+        rate: log-uniform range of the work per observation (see the module docstring).
         max_obs: most observations kept per prefix (the latest ones).
 
     Returns:
@@ -58,8 +68,10 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
             else rng.uniform(prefix[0], prefix[1], size=n))
     reachable = np.isfinite(required)
     end = np.where(reachable, required, s_star) * frac
-    # irregular observation schedule: about 15-60 increments to the target
-    step = np.where(reachable, required, s_star) / rng.uniform(15.0, 60.0, size=n)
+    if not 0.0 < rate[0] <= rate[1]:
+        raise ValueError(f"rate: expected 0 < low <= high, got {rate!r}")
+    # environment-like schedule, independent of the truth given the prefix end
+    step = np.minimum(np.exp(rng.uniform(np.log(rate[0]), np.log(rate[1]), size=n)), end / 3.0)
     jitter = rng.lognormal(0.0, 0.3, size=(n, max_obs))
     work = np.cumsum(step[:, None] * jitter, axis=1)
     length = np.clip((work <= end[:, None]).sum(axis=1), 2, max_obs)

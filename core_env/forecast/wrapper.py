@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from core_env.forecast.cache import ForecastCache
 from core_env.forecast.protocol import (BaseForecaster, CurveHistory, Forecaster,
                                         HistoryBatch, RemainingWork)
 from core_env.layout import Feature, Layout
@@ -105,13 +106,17 @@ class LossForecastWrapper(BaseParallelWrapper):
     Args:
         env: a ``CoreSchedulerEnv`` or a wrapper around one.
         forecaster: any :class:`~core_env.forecast.Forecaster`.
+        cache: if True, forecast only the tasks that are new or have a new observation and
+            compute ``fc_p_reach`` from the cached quantiles
+            (:class:`~core_env.forecast.cache.ForecastCache`; what MARA is trained with);
+            if False (default) forecast every visible task every step.
 
     Attributes:
         layout, state_layout: the extended layouts (task rows have F + 5 columns).
         forecast_calls: how many times the forecaster has been called.
     """
 
-    def __init__(self, env: Any, forecaster: Forecaster) -> None:
+    def __init__(self, env: Any, forecaster: Forecaster, cache: bool = False) -> None:
         super().__init__(env)
         if not isinstance(forecaster, Forecaster):
             raise ValueError(f"forecaster: expected an object with a predict(histories, "
@@ -132,12 +137,15 @@ class LossForecastWrapper(BaseParallelWrapper):
         self.state_space = spaces.Box(slo, shi, dtype=np.float32)
         self.forecast_calls = 0
         self._extra = np.zeros((k, len(FORECAST_FEATURES)), dtype=np.float32)
+        self.cache = ForecastCache(forecaster, 1, k) if cache else None
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         obs, infos = self.env.reset(seed=seed, options=options)
+        if self.cache is not None:
+            self.cache.reset()
         self._update_forecasts()
         return self._augment(obs), infos
 
@@ -153,6 +161,11 @@ class LossForecastWrapper(BaseParallelWrapper):
     def _update_forecasts(self) -> None:
         """One forecaster call for all visible tasks."""
         sim = self.env.unwrapped.sim
+        if self.cache is not None:
+            calls = self.cache.calls
+            self._extra[:] = self.cache.update(sim)[0]
+            self.forecast_calls += self.cache.calls - calls
+            return
         _, slot, batch, log_targets, achievable = slot_inputs(sim)
         self._extra[:] = 0.0
         if slot.size:

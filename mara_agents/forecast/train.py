@@ -5,8 +5,9 @@
     tensorboard --logdir runs/fm
 
 One seeding block: ``np.random.default_rng(seed)`` draws the training cases, then the
-validation cases (both from the ``train`` mix; the ``held-out`` mix is for evaluation only),
-then the re-observation schedules (:func:`reobserve`); one ``torch.Generator`` seeded with
+validation cases (both from the ``train`` mix; the ``held-out`` mix is for evaluation only;
+observed on the truth-independent schedule of :func:`~core_env.forecast.cases.make_cases`);
+one ``torch.Generator`` seeded with
 ``seed`` initialises the network and then draws every minibatch, augmentation, noise vector
 and time. Same seed and thread count on the same machine give the same checkpoint bytes.
 
@@ -36,14 +37,11 @@ to it (same name, ``.json``).
 
 from __future__ import annotations
 
-import argparse
-import ast
-import inspect
 import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +53,7 @@ from tqdm import tqdm
 from core_env.curves import grid_position
 from core_env.forecast.cases import ForecastCases, make_cases
 from core_env.forecast.protocol import HistoryBatch
+from mara_agents._cli import parse_config
 from mara_agents.forecast.forecaster import (FlowMatchingForecaster, SamplerConfig, widen)
 from mara_agents.forecast.matcher import ConditionalFlowMatcher
 from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
@@ -77,12 +76,6 @@ class TrainConfig:
     """Validation cases (same mix, drawn after the training cases)."""
     prefix: tuple[float, float] = (0.05, 0.6)
     """Range of the observed fraction of the work to target."""
-    reobserve: bool = True
-    """Re-observe every prefix on a schedule independent of the truth (see
-    :func:`reobserve`), so the model cannot learn the remaining work from the number and
-    spacing of observations."""
-    reobserve_obs: tuple[int, int] = (2, 40)
-    """Range of the number of observations when re-observing."""
     prefix_bins: int = 1
     """1: the fraction is uniform over ``prefix``; K > 1: ``prefix`` is cut into K
     log-spaced bins, each drawn uniformly for cases/K cases (about log-uniform)."""
@@ -108,32 +101,12 @@ class TrainConfig:
     augment_floor: float = 3.0
     """Augmentation: every minibatch row's loss gets an offset U(0, c) * y_now added before
     the power, which flattens its end like a higher floor (0: off)."""
-    history_len: int = 16
-    """Model: observations the encoder sees (L)."""
-    horizon: int = 32
-    """Model: trajectory points (H)."""
-    max_log_ratio: float = math.log(32.0)
-    """Model: trajectory horizon in ln work (D_max)."""
-    x_scale: float = 0.5
-    """Model: scale of log-loss differences."""
-    enc_hidden: int = 256
-    """Model: encoder width."""
-    enc_layers: int = 3
-    """Model: encoder hidden layers."""
-    ctx_dim: int = 128
-    """Model: context size."""
-    hidden: int = 48
-    """Model: velocity MLP width."""
-    layers: int = 2
-    """Model: velocity MLP hidden layers."""
-    samples: int = 32
-    """Sampler: trajectories per task (validation and the shipped checkpoint)."""
-    ode_steps: int = 10
-    """Sampler: fixed ODE steps."""
-    solver: str = "euler"
-    """Sampler: ``euler`` or ``midpoint``."""
-    tail_points: int = 8
-    """Sampler: grid intervals whose slope extrapolates censored samples (< horizon)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Representation and network sizes (flags ``--model-<field>``, e.g. ``--model-hidden``;
+    see :class:`~mara_agents.forecast.model.ModelConfig`)."""
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    """Sampler for validation and the shipped checkpoint (flags ``--sampler-<field>``; its
+    ``spread`` is replaced by the fitted calibration temperature when ``calibrate``)."""
     calibrate: bool = True
     """Fit the calibration temperature on the validation cases at the end."""
     val_every: int = 2000
@@ -160,9 +133,6 @@ class TrainConfig:
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= 0):
                 raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
-        if not 1 <= self.reobserve_obs[0] <= self.reobserve_obs[1]:
-            raise ValueError(f"reobserve_obs: expected 1 <= low <= high, got "
-                             f"{self.reobserve_obs!r}")
         lo, hi = self.prefix
         if not 0.0 < lo <= hi < 1.0:
             raise ValueError(f"prefix: expected 0 < low <= high < 1, got {self.prefix!r}")
@@ -177,23 +147,13 @@ class TrainConfig:
                              f"{self.augment_floor!r}")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay: expected >= 0, got {self.weight_decay!r}")
-        self.model_config  # noqa: B018 - validates the model fields
-        self.sampler_config  # noqa: B018
-        if self.tail_points >= self.horizon:
-            raise ValueError(f"tail_points: expected < horizon ({self.horizon}), got "
-                             f"{self.tail_points}")
-
-    @property
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(history_len=self.history_len, horizon=self.horizon,
-                           max_log_ratio=self.max_log_ratio, x_scale=self.x_scale,
-                           enc_hidden=self.enc_hidden, enc_layers=self.enc_layers,
-                           ctx_dim=self.ctx_dim, hidden=self.hidden, layers=self.layers)
-
-    @property
-    def sampler_config(self) -> SamplerConfig:
-        return SamplerConfig(samples=self.samples, steps=self.ode_steps, solver=self.solver,
-                             tail_points=self.tail_points)
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"model: expected a ModelConfig, got {self.model!r}")
+        if not isinstance(self.sampler, SamplerConfig):
+            raise ValueError(f"sampler: expected a SamplerConfig, got {self.sampler!r}")
+        if self.sampler.tail_points >= self.model.horizon:
+            raise ValueError(f"sampler.tail_points: expected < model.horizon "
+                             f"({self.model.horizon}), got {self.sampler.tail_points}")
 
 
 def draw_cases(rng: np.random.Generator, cfg: TrainConfig, n: int) -> ForecastCases:
@@ -223,43 +183,6 @@ def concat_cases(parts: Sequence[ForecastCases]) -> ForecastCases:
                          np.arange(sum(p.batch.size for p in parts), dtype=np.int64))
     return ForecastCases(batch, *(np.concatenate([getattr(p, f) for p in parts])
                                   for f in ForecastCases._fields[1:]))
-
-
-def reobserve(cases: ForecastCases, rng: np.random.Generator, observations: tuple[int, int]
-              ) -> ForecastCases:
-    """The same cases observed on a schedule that does not depend on the truth.
-
-    :func:`~core_env.forecast.cases.make_cases` spaces observations by the work to target
-    (about 15 to 60 increments to the target), so the number of observations and their
-    spacing reveal how far the prefix is from the target. Here each prefix keeps its end
-    ``s_now`` (hence its target, trajectory and true remaining work) but gets k ~
-    U{observations} observations at ``s_now * cumsum(j) / sum(j)`` with lognormal(0, 0.3)
-    increments j: the schedule carries no information about the remaining work.
-
-    Args:
-        cases: the cases (their ``log_loss_table`` gives the observed losses).
-        rng: the generator.
-        observations: (low, high) inclusive range of the number of observations (>= 1).
-
-    Returns:
-        The cases with a new ``batch`` (other fields shared).
-    """
-    n = cases.batch.size
-    x_now, _ = cases.batch.last()
-    lo, hi = observations
-    k = rng.integers(lo, hi + 1, size=n)
-    j = rng.lognormal(0.0, 0.3, size=(n, hi)) * (np.arange(hi)[None, :] < k[:, None])
-    cum = np.cumsum(j, axis=1)
-    valid = np.arange(hi)[None, :] < k[:, None]
-    log_work = np.where(valid, x_now[:, None] + np.log(np.maximum(cum, 1e-300))
-                        - np.log(cum[np.arange(n), k - 1])[:, None], 0.0)
-    i0, w = grid_position(log_work)
-    table = cases.log_loss_table.astype(np.float64)
-    rows = np.arange(n)[:, None]
-    log_loss = np.where(valid, table[rows, i0] + (table[rows, i0 + 1] - table[rows, i0]) * w,
-                        0.0)
-    batch = HistoryBatch(log_work, log_loss, k.astype(np.int64), cases.batch.key.copy())
-    return cases._replace(batch=batch)
 
 
 def training_arrays(cases: ForecastCases, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -366,12 +289,9 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
 
-    model_cfg = cfg.model_config
+    model_cfg = cfg.model
     train_cases = draw_cases(rng, cfg, cfg.cases)
     val_cases = draw_cases(rng, cfg, cfg.val_cases)
-    if cfg.reobserve:
-        train_cases = reobserve(train_cases, rng, cfg.reobserve_obs)
-        val_cases = reobserve(val_cases, rng, cfg.reobserve_obs)
     feats, x1_all = training_arrays(train_cases, model_cfg)  # [N, 3L+3], [N, H]
     n = feats.shape[0]
 
@@ -387,7 +307,7 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     writer = SummaryWriter(cfg.log_dir)
-    val_fm = FlowMatchingForecaster(net, cfg.sampler_config, seed=0)
+    val_fm = FlowMatchingForecaster(net, cfg.sampler, seed=0)
     history: list[dict[str, float]] = []
     t_start = time.perf_counter()
     bar = tqdm(range(cfg.steps), desc="train FM", disable=not cfg.progress, unit="step")
@@ -432,10 +352,9 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
         writer.add_scalar("val/spread", spread, cfg.steps)
         writer.add_scalar("val/coverage_calibrated", cov, cfg.steps)
     writer.close()
-    sampler = SamplerConfig(**{**asdict(cfg.sampler_config), "spread": spread})
+    sampler = SamplerConfig(**{**asdict(cfg.sampler), "spread": spread})
     fm = FlowMatchingForecaster(net, sampler, seed=0)
-    summary = {"train_config": {k: (list(v) if isinstance(v, tuple) else v)
-                                for k, v in asdict(cfg).items()},
+    summary = {"train_config": json.loads(json.dumps(asdict(cfg))),
                "model_config": model_cfg.to_dict(), "sampler_config": asdict(sampler),
                "training_cases": int(n), "validation": history,
                "calibrated_coverage": cov, "train_seconds": round(train_seconds, 1),
@@ -444,45 +363,12 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- command line
-def _field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each dataclass field (for ``--help``)."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
-            docs[node.target.id] = " ".join(str(nxt.value.value).split())
-    return docs
-
-
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
-    """Build a :class:`TrainConfig` from command-line arguments (one per field)."""
-    parser = argparse.ArgumentParser(prog="mara-train-forecaster",
-                                     description="Train MARA's flow-matching loss-curve "
-                                                 "forecaster (see docs/forecasting_fm.md).")
-    docs = _field_docs(TrainConfig)
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        default = getattr(defaults, f.name)
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if isinstance(default, bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                                default=default, help=help_text)
-        elif isinstance(default, tuple):
-            parser.add_argument(flag, dest=f.name, type=type(default[0]), nargs=2,
-                                default=default, metavar=("LOW", "HIGH"), help=help_text)
-        else:
-            parser.add_argument(flag, dest=f.name, type=type(default), default=default,
-                                help=help_text)
-    ns = vars(parser.parse_args(argv))
-    ns = {k: tuple(v) if isinstance(v, list) else v for k, v in ns.items()}
-    try:
-        return TrainConfig(**ns)
-    except ValueError as e:
-        parser.error(str(e))
-        raise  # unreachable: parser.error exits
+    """Build a :class:`TrainConfig` from command-line arguments (one per field, nested
+    configs as ``--model-<field>`` and ``--sampler-<field>``)."""
+    return parse_config(TrainConfig, argv, prog="mara-train-forecaster",
+                        description="Train MARA's flow-matching loss-curve forecaster (see "
+                                    "docs/forecasting_fm.md).")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,9 +12,9 @@ from mara_agents.forecast.model import ModelConfig
 from mara_agents.forecast.train import TrainConfig, main, parse_args, transform_log_loss
 
 TINY = ["--cases", "400", "--val-cases", "60", "--steps", "6", "--val-every", "3",
-        "--batch-size", "32", "--enc-hidden", "16", "--ctx-dim", "8", "--hidden", "16",
-        "--horizon", "8", "--history-len", "4", "--samples", "8", "--ode-steps", "3",
-        "--tail-points", "2"]
+        "--batch-size", "32", "--model-enc-hidden", "16", "--model-ctx-dim", "8",
+        "--model-hidden", "16", "--model-horizon", "8", "--model-history-len", "4",
+        "--sampler-samples", "8", "--sampler-steps", "3", "--sampler-tail-points", "2"]
 
 
 def _run(tmp_path, name, seed):
