@@ -107,6 +107,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
     """
     from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
+    if name == "mara":
+        return _make_mara(env, forecaster, **kwargs)
     from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
                                        OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,
                                        ShortestPredictedPolicy)
@@ -116,7 +118,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
                "shortest_predicted": ShortestPredictedPolicy, "lara": LARAPolicy,
                "oracle_greedy": OracleGreedyPolicy}
     if name not in classes:
-        raise ValueError(f"name: expected one of {list(POLICY_NAMES)}, got {name!r}")
+        raise ValueError(f"name: expected one of {list(POLICY_NAMES) + ['mara']}, "
+                         f"got {name!r}")
     cls = classes[name]
     if cls.needs_forecast:
         wrapped = _forecast_wrapper(env)
@@ -139,3 +142,21 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         raise ValueError(f"forecaster: {name} reads no forecasts, got "
                          f"{type(forecaster).__name__}")
     return env, cls(env, **kwargs)
+
+
+def _make_mara(env: Any, forecaster: Any = None, **kwargs: Any) -> tuple[Any, Policy]:
+    """MARA (``checkpoint=`` a path, default the shipped one) in the cached forecast wrapper
+    its checkpoint was trained with (see :mod:`mara_agents.mara`)."""
+    from core_env.forecast import LossForecastWrapper
+    from mara_agents.mara import MARAPolicy, checkpoint_forecaster
+    from mara_agents.ppo import make_forecaster
+
+    wrapped = _forecast_wrapper(env)
+    if wrapped is None:
+        if forecaster is None:
+            forecaster = make_forecaster(checkpoint_forecaster(kwargs.get("checkpoint")))
+        env = LossForecastWrapper(env, forecaster, cache=True)
+    elif forecaster is not None:
+        raise ValueError("forecaster: the env already has a LossForecastWrapper; pass a plain "
+                         "env to choose the forecaster, or no forecaster")
+    return env, MARAPolicy(env, **kwargs)

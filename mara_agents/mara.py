@@ -1,0 +1,94 @@
+"""``MARAPolicy``: the trained MAT as a :class:`~mara_agents.policy.Policy` (SPEC §5).
+
+    import core_env
+    from mara_agents.policy import make_policy, run_episode
+    env, policy = make_policy("mara", core_env.parallel_env(preset="CoRE-v0"))
+    print(run_episode(env, policy, seed=0)["completion_rate"])
+
+MARA reads the forecast columns exactly as it was trained: from a
+``LossForecastWrapper(env, forecaster, cache=True)`` around the forecaster named in its
+checkpoint (FM for the shipped one); :func:`~mara_agents.policy.make_policy` builds that
+wrapper. Actions are decoded node by node with the sequential mask, greedily by default
+(deterministic for a seed), or sampled from the policy with ``deterministic=False``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mara_agents.mat import split_observations
+from mara_agents.ppo import load_checkpoint, model_from_checkpoint
+
+DEFAULT_CHECKPOINT = "mara_default.pt"
+"""File name of the shipped checkpoint in ``mara_agents/checkpoints``."""
+
+
+def checkpoint_path(name: str = DEFAULT_CHECKPOINT) -> Path:
+    """Path of a checkpoint shipped in the package."""
+    return Path(str(resources.files("mara_agents") / "checkpoints" / name))
+
+
+def checkpoint_forecaster(checkpoint: str | Path | None = None) -> str:
+    """The forecaster (``"fm"`` or ``"wls"``) a checkpoint was trained with."""
+    blob = load_checkpoint(checkpoint or checkpoint_path())
+    return str(blob["train_config"]["forecaster"])
+
+
+class MARAPolicy:
+    """A trained MAT acting through the PettingZoo API.
+
+    Args:
+        env: the environment it will act in: a ``LossForecastWrapper`` with ``cache=True``
+            (see the module docstring).
+        checkpoint: a checkpoint path (default: the shipped one).
+        deterministic: greedy decoding (default) or sampling.
+
+    Raises:
+        ValueError: the env has no cached forecast wrapper, or the checkpoint was trained
+            for another observation layout (node count, slots or features).
+    """
+
+    needs_forecast = True
+
+    def __init__(self, env: Any, checkpoint: str | Path | None = None,
+                 deterministic: bool = True) -> None:
+        from mara_agents.policy import _forecast_wrapper
+
+        wrapper = _forecast_wrapper(env)
+        if wrapper is None or wrapper.cache is None:
+            raise ValueError("env: MARA needs LossForecastWrapper(env, forecaster, cache=True) "
+                             "(use make_policy('mara', env))")
+        path = Path(checkpoint) if checkpoint else checkpoint_path()
+        blob = load_checkpoint(path)
+        self.layout = wrapper.layout
+        self.model = model_from_checkpoint(blob, self.layout, str(path))
+        self.train_config = blob["train_config"]
+        self.agents = list(env.possible_agents)
+        self.deterministic = deterministic
+        self.generator = torch.Generator().manual_seed(0)
+
+    @classmethod
+    def pretrained(cls, env: Any, deterministic: bool = True) -> MARAPolicy:
+        """The shipped checkpoint (trained on ``CoRE-v0`` with the pretrained FM)."""
+        return cls(env, checkpoint_path(), deterministic=deterministic)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+
+    def act(self, observations: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
+        missing = [a for a in self.agents if a not in observations]
+        if missing:
+            raise ValueError(f"observations: MARA decodes all nodes jointly, missing "
+                             f"{missing}")
+        obs = np.stack([observations[a]["observation"] for a in self.agents])[None]
+        mask = np.stack([observations[a]["action_mask"] for a in self.agents])[None]
+        x = split_observations(obs, mask, self.layout)
+        with torch.inference_mode():
+            actions, _, _ = self.model.act(x, deterministic=self.deterministic,
+                                           generator=self.generator)
+        return {a: int(actions[0, i]) for i, a in enumerate(self.agents)}

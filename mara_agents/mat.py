@@ -1,0 +1,336 @@
+"""MARA's Multi-Agent Transformer (SPEC §5; Wen et al., NeurIPS 2022), factorised over tasks.
+
+Every node sees the same global features and task table, plus its own few node features,
+so the flat per-node observations are mostly copies. The model reads each thing once:
+
+* **Tokens.** One token per task slot (its task features, forecast columns included, plus
+  the global features) and one learned *idle* token, which is always present (so attention
+  never sees an empty key set, and "idle" is chosen like any task). One token per node
+  (its node features plus the global features).
+* **Encoder.** ``enc_layers`` transformer layers over the task tokens (empty slots masked),
+  then ``enc_layers`` layers in which node tokens attend to each other and to the task
+  tokens. A value head on each node embedding gives the per-node values ``V_i`` (MAT's
+  per-agent values; the reward is shared by the team).
+* **Decoder (autoregressive).** Node i's logits over the K + 1 actions are a pointer score
+  ``score(h_i, e_j, c_ij)`` of its embedding ``h_i`` against every action token ``e_j``,
+  where ``c_ij`` describes what the earlier nodes 0..i-1 chose for token j: how many of
+  them, the sum of their speeds, the capacity left after them and whether node i-1 chose
+  it. For the scheduler these are what the earlier actions change (work delivered depends
+  on the number and speeds of the nodes on a task), so they are MAT's conditioning on the
+  previous actions in a form that does not depend on the node order. The sequential
+  feasibility mask (:func:`core_env.masks.sequential_mask`'s rule: the node's own mask,
+  and no task beyond its parallelism cap given the earlier choices) is applied at every
+  position.
+* **Two code paths**, as in the reference MAT: :meth:`MAT.act` decodes node by node
+  (rollouts, sampling or greedy); :meth:`MAT.evaluate` scores given joint actions in one
+  teacher-forced pass (PPO updates), recomputing the same per-position masks from the
+  realised actions. Both call :meth:`MAT._logits`, so their log-probs agree exactly.
+
+Inputs are tensors built by :func:`split_observations` from the flat observations of the
+forecast-wrapped environment (layout with the forecast columns).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from core_env.layout import Layout
+
+N_COND = 4
+"""Columns of the conditioning c_ij (count, speed sum, capacity left, chosen by i-1)."""
+
+
+@dataclass(frozen=True)
+class MATConfig:
+    """Sizes of the MAT (stored in every checkpoint)."""
+
+    d_model: int = 32
+    """Token width."""
+    heads: int = 2
+    """Attention heads (must divide d_model)."""
+    enc_layers: int = 1
+    """Transformer layers over tasks, then node-over-(nodes, tasks) layers."""
+    ff: int = 64
+    """Feed-forward width in the transformer layers."""
+    dec_hidden: int = 8
+    """Width m of the conditioning embedding phi(c_ij) in the pointer score."""
+    autoregressive: bool = True
+    """False gives the MAT-Dec ablation: every node's head sees neither the earlier nodes'
+    choices nor the capacity they used (only its own mask); conflicts are then resolved by
+    the environment's rule."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "autoregressive":
+                if not isinstance(v, bool):
+                    raise ValueError(f"autoregressive: expected a bool, got {v!r}")
+                continue
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{f.name}: expected an integer >= 1, got {v!r}")
+        if self.d_model % self.heads:
+            raise ValueError(f"heads: expected a divisor of d_model={self.d_model}, "
+                             f"got {self.heads}")
+
+    def to_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+class Inputs(NamedTuple):
+    """Model inputs of B environments (torch tensors)."""
+
+    glob: torch.Tensor  # float[B, G]
+    nodes: torch.Tensor  # float[B, N, Fn]
+    tasks: torch.Tensor  # float[B, K, Ft]
+    mask: torch.Tensor  # bool[B, N, K+1], each node's own action mask
+    cap: torch.Tensor  # float[B, K], effective parallelism caps (nodes)
+    speed: torch.Tensor  # float[B, N], node speed feature (speed / max speed)
+
+
+def split_observations(obs: np.ndarray, mask: np.ndarray, layout: Layout) -> Inputs:
+    """Tensors of :class:`Inputs` from flat observations.
+
+    Args:
+        obs: float32[B, N, D] every node's observation (``layout.size == D``).
+        mask: int8/bool[B, N, K+1] action masks.
+        layout: the observation layout (with forecast columns for MARA).
+    """
+    obs = np.asarray(obs, dtype=np.float32)
+    if obs.ndim != 3 or obs.shape[-1] != layout.size:
+        raise ValueError(f"obs: expected shape [B, N, {layout.size}] for this layout, got "
+                         f"{obs.shape}")
+    if layout.node_rows != 1:
+        raise ValueError(f"layout: expected a per-agent observation layout (one node row), "
+                         f"got {layout.node_rows} node rows")
+    first = obs[:, 0]
+    glob = first[:, : layout.global_size]
+    nodes = obs[:, :, layout.node_block]  # row of node i = node i's own features
+    tasks = layout.task_table(first)
+    cap = np.rint(first[:, layout.task_columns("cap")] * layout.n_nodes)
+    speed = nodes[:, :, [f.name for f in layout.node_features].index("speed")]
+    return Inputs(torch.from_numpy(np.ascontiguousarray(glob)),
+                  torch.from_numpy(np.ascontiguousarray(nodes)),
+                  torch.from_numpy(np.ascontiguousarray(tasks)),
+                  torch.from_numpy(np.asarray(mask) > 0),
+                  torch.from_numpy(cap.astype(np.float32)),
+                  torch.from_numpy(np.ascontiguousarray(speed)))
+
+
+def inputs_from_batched(obs: np.ndarray, mask: np.ndarray, layout: Layout,
+                        extra: np.ndarray | None) -> Inputs:
+    """:class:`Inputs` straight from the batched simulator's observations.
+
+    Args:
+        obs: float32[B, N, D] observations of ``core_env.make_batched`` (``layout``: its
+            plain layout, without forecast columns).
+        mask: int8[B, N, K+1].
+        layout: the plain observation layout.
+        extra: float32[B, K, E] columns to append to every task row (the forecast columns of
+            :class:`~core_env.forecast.cache.ForecastCache`), or None.
+
+    Gives exactly what :func:`split_observations` gives on the same observations wrapped by
+    ``LossForecastWrapper`` (tested).
+    """
+    first = obs[:, 0]
+    tasks = layout.task_table(first)
+    if extra is not None:
+        tasks = np.concatenate([tasks, extra.astype(np.float32)], axis=-1)
+    nodes = obs[:, :, layout.node_block]
+    cap = np.rint(first[:, layout.task_columns("cap")] * layout.n_nodes)
+    speed = nodes[:, :, [f.name for f in layout.node_features].index("speed")]
+    return Inputs(torch.from_numpy(np.ascontiguousarray(first[:, : layout.global_size])),
+                  torch.from_numpy(np.ascontiguousarray(nodes)),
+                  torch.from_numpy(np.ascontiguousarray(tasks)),
+                  torch.from_numpy(np.asarray(mask) > 0),
+                  torch.from_numpy(cap.astype(np.float32)),
+                  torch.from_numpy(np.ascontiguousarray(speed)))
+
+
+class MAT(nn.Module):
+    """The MARA policy/value network (see the module docstring).
+
+    Args:
+        config: sizes.
+        layout: the observation layout it is built for (feature counts, N, K).
+    """
+
+    def __init__(self, config: MATConfig, layout: Layout) -> None:
+        super().__init__()
+        self.config = config
+        self.n_nodes, self.n_slots = layout.n_nodes, layout.n_slots
+        self.sizes = (layout.global_size, layout.node_size, layout.task_size)
+        d = config.d_model
+        g, fn, ft = self.sizes
+        self.task_in = nn.Sequential(nn.Linear(ft + g, d), nn.ReLU(), nn.Linear(d, d))
+        self.node_in = nn.Sequential(nn.Linear(fn + g, d), nn.ReLU(), nn.Linear(d, d))
+        self.idle = nn.Parameter(torch.zeros(d))
+
+        def layer() -> nn.TransformerEncoderLayer:
+            return nn.TransformerEncoderLayer(d, config.heads, config.ff, dropout=0.0,
+                                              batch_first=True, norm_first=True)
+
+        self.task_layers = nn.ModuleList(layer() for _ in range(config.enc_layers))
+        self.node_self = nn.ModuleList(
+            nn.MultiheadAttention(d, config.heads, batch_first=True)
+            for _ in range(config.enc_layers))
+        self.node_cross = nn.ModuleList(
+            nn.MultiheadAttention(d, config.heads, batch_first=True)
+            for _ in range(config.enc_layers))
+        self.node_ff = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(d), nn.Linear(d, config.ff), nn.ReLU(),
+                          nn.Linear(config.ff, d)) for _ in range(config.enc_layers))
+        self.node_norm1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.enc_layers))
+        self.node_norm2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(config.enc_layers))
+        self.value_head = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.ReLU(),
+                                        nn.Linear(d, 1))
+        m = config.dec_hidden
+        self.q_node = nn.Linear(d, d)
+        self.k_tok = nn.Linear(d, d)
+        self.a_node = nn.Linear(d, m)
+        self.a_tok = nn.Linear(d, m, bias=False)
+        self.phi = nn.Sequential(nn.Linear(N_COND, m), nn.Tanh())
+
+    # ------------------------------------------------------------------ encoder
+    def encode(self, x: Inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Node embeddings float[B, N, d], action-token embeddings float[B, K+1, d] (idle
+        first) and per-node values float[B, N]."""
+        b = x.glob.shape[0]
+        g_t = x.glob[:, None, :].expand(b, self.n_slots, -1)
+        tok = self.task_in(torch.cat([x.tasks, g_t], dim=-1))
+        tok = torch.cat([self.idle.expand(b, 1, -1), tok], dim=1)  # [B, K+1, d]
+        present = x.tasks[..., 0] > 0.5  # the "present" column comes first
+        pad = torch.cat([torch.zeros(b, 1, dtype=torch.bool), ~present], dim=1)
+        for layer in self.task_layers:
+            tok = layer(tok, src_key_padding_mask=pad)
+        g_n = x.glob[:, None, :].expand(b, self.n_nodes, -1)
+        h = self.node_in(torch.cat([x.nodes, g_n], dim=-1))
+        for sa, ca, ff, n1, n2 in zip(self.node_self, self.node_cross, self.node_ff,
+                                      self.node_norm1, self.node_norm2):
+            z = n1(h)
+            h = h + sa(z, z, z, need_weights=False)[0]
+            z = n2(h)
+            h = h + ca(z, tok, tok, key_padding_mask=pad, need_weights=False)[0]
+            h = h + ff(h)
+        return h, tok, self.value_head(h).squeeze(-1)
+
+    # ------------------------------------------------------------------ decoder
+    def _project(self, h: torch.Tensor, tok: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-node and per-token parts of the pointer score:
+        ``(q_i, a_i)`` of the nodes and ``(k_j, a_j)`` of the action tokens, concatenated."""
+        return (torch.cat([self.q_node(h), self.a_node(h)], dim=-1),
+                torch.cat([self.k_tok(tok), self.a_tok(tok)], dim=-1))
+
+    def _logits(self, node: torch.Tensor, tok: torch.Tensor, cond: torch.Tensor,
+                legal: torch.Tensor) -> torch.Tensor:
+        """Masked pointer logits float[..., K+1]:
+        ``s_ij = q_i . k_j / sqrt(d) + (a_i + a_j) . phi(c_ij)``.
+
+        node: [..., d + m] (one node per leading index); tok: [..., K+1, d + m];
+        cond: [..., K+1, N_COND]; legal: bool[..., K+1]."""
+        d = self.config.d_model
+        qk = (tok[..., :d] @ node[..., :d].unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
+        a = node[..., d:].unsqueeze(-2) + tok[..., d:]
+        s = qk + (a * self.phi(cond)).sum(-1)
+        return s.masked_fill(~legal, -1e9)
+
+    def _cond(self, count: torch.Tensor, speed_sum: torch.Tensor, cap: torch.Tensor,
+              prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Conditioning features and the capacity rule from the earlier choices.
+
+        count, speed_sum, prev: float[..., K+1] (idle column included); cap: float[..., K].
+        Returns cond float[..., K+1, N_COND] and cap_ok bool[..., K+1]."""
+        left = torch.cat([torch.ones_like(cap[..., :1]) * self.n_nodes, cap], dim=-1) - count
+        cond = torch.stack([count / self.n_nodes, speed_sum / self.n_nodes,
+                            left / self.n_nodes, prev], dim=-1)
+        if not self.config.autoregressive:  # MAT-Dec: no conditioning, no capacity rule
+            return torch.zeros_like(cond), torch.ones_like(left, dtype=torch.bool)
+        cap_ok = left > 0.5
+        cap_ok[..., 0] = True  # idle is always legal
+        return cond, cap_ok
+
+    def act(self, x: Inputs, deterministic: bool = False,
+            generator: torch.Generator | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decode the joint action node by node.
+
+        Returns:
+            ``(actions, log_probs, values)``: int64[B, N], float[B, N] log-probs of the
+            chosen actions under the masked distributions, float[B, N] values.
+        """
+        h, tok, values = self.encode(x)
+        b, n, k1 = x.mask.shape
+        hq, tk = self._project(h, tok)
+        count = torch.zeros(b, k1)
+        speed_sum = torch.zeros(b, k1)
+        prev = torch.zeros(b, k1)
+        actions = torch.zeros(b, n, dtype=torch.long)
+        logps = torch.zeros(b, n)
+        rows = torch.arange(b)
+        for i in range(n):
+            cond, cap_ok = self._cond(count, speed_sum, x.cap, prev)
+            logits = self._logits(hq[:, i], tk, cond, x.mask[:, i] & cap_ok)
+            logp = torch.log_softmax(logits, dim=-1)
+            if deterministic:
+                a = logits.argmax(dim=-1)
+            else:
+                a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+            actions[:, i] = a
+            logps[:, i] = logp[rows, a]
+            onehot = torch.nn.functional.one_hot(a, k1).float()
+            count = count + onehot
+            speed_sum = speed_sum + onehot * x.speed[:, i:i + 1]
+            prev = onehot
+        return actions, logps, values
+
+    def evaluate(self, x: Inputs, actions: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass over given joint actions int64[B, N].
+
+        Returns:
+            ``(log_probs, entropy, values)``, each float[B, N].
+        """
+        h, tok, values = self.encode(x)
+        b, n, k1 = x.mask.shape
+        onehot = torch.nn.functional.one_hot(actions, k1).float()  # [B, N, K+1]
+        count = torch.cumsum(onehot, dim=1) - onehot  # earlier nodes only
+        weighted = onehot * x.speed[..., None]
+        speed_sum = torch.cumsum(weighted, dim=1) - weighted
+        prev = torch.cat([torch.zeros(b, 1, k1), onehot[:, :-1]], dim=1)
+        cond, cap_ok = self._cond(count, speed_sum, x.cap[:, None, :].expand(b, n, -1), prev)
+        hq, tk = self._project(h, tok)
+        logits = self._logits(hq, tk[:, None], cond, x.mask & cap_ok)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, actions[..., None]).squeeze(-1)
+        p = logp_all.exp()
+        entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1)
+        return logp, entropy, values
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
+def init_weights(model: MAT, generator: torch.Generator) -> None:
+    """Seeded initialisation (no global RNG): Xavier-uniform weights, zero biases, small
+    output layers (the initial policy is near uniform over legal actions)."""
+    for name, p in model.named_parameters():
+        if p.dim() >= 2:
+            bound = math.sqrt(6.0 / (p.shape[0] + p.shape[1]))
+            with torch.no_grad():
+                p.uniform_(-bound, bound, generator=generator)
+        else:
+            with torch.no_grad():
+                p.zero_() if "bias" in name or name == "idle" else p.fill_(1.0)
+    with torch.no_grad():
+        model.q_node.weight.mul_(0.1)
+        model.a_node.weight.mul_(0.1)
+        model.value_head[-1].weight.mul_(0.01)
+        model.idle.normal_(0.0, 0.1, generator=generator)

@@ -1,0 +1,165 @@
+"""MAT: autoregressive vs teacher-forced log-probs, masks, the MAT-Dec variant, inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import core_env
+from core_env.forecast import LossForecastWrapper, WLSForecaster
+from core_env.forecast.cache import ForecastCache
+from core_env.masks import sequential_masks
+from mara_agents.mat import (MAT, Inputs, MATConfig, init_weights, inputs_from_batched,
+                             split_observations)
+from mara_agents.ppo import wrapped_layout
+
+N, K = 6, 5
+
+
+def _layout():
+    return wrapped_layout(core_env.make_batched("CoRE-Small-v0", 1).layout.__class__(
+        *_plain_fields()))
+
+
+def _plain_fields():
+    lay = core_env.make_batched("CoRE-Small-v0", 1).layout
+    return (lay.global_features, lay.node_features, lay.task_features, 1, K, N)
+
+
+def _random_inputs(b: int, seed: int) -> Inputs:
+    """Random inputs with small caps (capacity runs out along the sequence) and random
+    per-node masks (idle always legal)."""
+    g = torch.Generator().manual_seed(seed)
+    lay = _layout()
+    tasks = torch.rand(b, K, lay.task_size, generator=g)
+    present = torch.rand(b, K, generator=g) < 0.8
+    tasks[..., 0] = present.float()
+    mask = (torch.rand(b, N, K + 1, generator=g) < 0.8) & torch.cat(
+        [torch.ones(b, 1, dtype=torch.bool), present], dim=1)[:, None, :]
+    mask[..., 0] = True
+    cap = torch.randint(1, 3, (b, K), generator=g).float()
+    return Inputs(torch.rand(b, lay.global_size, generator=g),
+                  torch.rand(b, N, lay.node_size, generator=g), tasks, mask, cap,
+                  torch.rand(b, N, generator=g) + 0.5)
+
+
+def _model(autoregressive: bool = True, seed: int = 0) -> MAT:
+    m = MAT(MATConfig(d_model=16, heads=2, ff=32, dec_hidden=4,
+                      autoregressive=autoregressive), _layout())
+    init_weights(m, torch.Generator().manual_seed(seed))
+    # sharpen the scores so that the test exercises non-uniform distributions
+    with torch.no_grad():
+        m.q_node.weight.mul_(30.0)
+        m.a_node.weight.mul_(30.0)
+    return m.eval()
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_autoregressive_and_teacher_forced_log_probs_agree(deterministic):
+    x = _random_inputs(64, seed=1)
+    m = _model()
+    with torch.no_grad():
+        a, logp, v = m.act(x, deterministic=deterministic,
+                           generator=torch.Generator().manual_seed(2))
+        logp_tf, ent, v_tf = m.evaluate(x, a)
+    assert torch.allclose(logp, logp_tf, atol=1e-5)
+    assert torch.allclose(v, v_tf)
+    assert (ent >= -1e-6).all()
+    # the capacity rule really bites along the sequence in this batch
+    counts = torch.nn.functional.one_hot(a, K + 1)[..., 1:].sum(1)
+    assert (counts == x.cap.long()).any()
+
+
+def test_sampled_actions_respect_the_sequential_masks_and_caps():
+    x = _random_inputs(256, seed=3)
+    m = _model()
+    with torch.no_grad():
+        a, logp, _ = m.act(x, generator=torch.Generator().manual_seed(4))
+    seq = sequential_masks(x.mask.numpy().astype(np.int8), x.cap.numpy().astype(np.int64),
+                           a.numpy())
+    chosen = np.take_along_axis(seq, a.numpy()[..., None], axis=-1)[..., 0]
+    assert (chosen == 1).all()
+    counts = torch.nn.functional.one_hot(a, K + 1)[..., 1:].sum(1)
+    assert (counts <= x.cap.long()).all()
+    assert torch.isfinite(logp).all() and (logp <= 0).all()
+
+
+def test_teacher_forcing_depends_on_earlier_actions_only():
+    """Changing node j's action changes the log-probs of later nodes (through the
+    conditioning) and never those of earlier ones."""
+    x = _random_inputs(32, seed=5)
+    x = x._replace(cap=torch.full_like(x.cap, 6.0), mask=torch.ones_like(x.mask))
+    m = _model()
+    a = torch.zeros(32, N, dtype=torch.long)
+    b = a.clone()
+    b[:, 2] = 1
+    with torch.no_grad():
+        la, _, _ = m.evaluate(x, a)
+        lb, _, _ = m.evaluate(x, b)
+    assert torch.equal(la[:, :2], lb[:, :2])
+    assert not torch.allclose(la[:, 3:], lb[:, 3:])
+
+
+def test_mat_dec_heads_ignore_earlier_actions():
+    x = _random_inputs(32, seed=6)
+    m = _model(autoregressive=False)
+    a = torch.zeros(32, N, dtype=torch.long)
+    b = a.clone()
+    b[:, 0] = 1
+    with torch.no_grad():
+        la, _, _ = m.evaluate(x, a)
+        lb, _, _ = m.evaluate(x, b)
+    assert torch.equal(la[:, 1:], lb[:, 1:])
+
+
+def test_greedy_decoding_is_deterministic():
+    x = _random_inputs(16, seed=7)
+    m = _model()
+    with torch.no_grad():
+        a1 = m.act(x, deterministic=True)[0]
+        a2 = m.act(x, deterministic=True, generator=torch.Generator().manual_seed(9))[0]
+    assert torch.equal(a1, a2)
+
+
+def test_batched_inputs_equal_wrapped_pettingzoo_inputs():
+    """Training inputs (batched simulator + ForecastCache) are exactly the inputs MARA gets
+    at evaluation (PettingZoo env + LossForecastWrapper(cache=True))."""
+    seed = 11
+    env = LossForecastWrapper(core_env.parallel_env(preset="CoRE-Small-v0"), WLSForecaster(),
+                              cache=True)
+    obs, _ = env.reset(seed=seed)
+    benv = core_env.make_batched("CoRE-Small-v0", 1, seed=[seed])
+    bobs, bmask = benv.reset()
+    cache = ForecastCache(WLSForecaster(), 1, benv.layout.n_slots)
+    rng = np.random.default_rng(0)
+    agents = env.possible_agents
+    for t in range(25):
+        o = np.stack([obs[a]["observation"] for a in agents])[None]
+        mk = np.stack([obs[a]["action_mask"] for a in agents])[None]
+        x1 = split_observations(o, mk, env.layout)
+        x2 = inputs_from_batched(bobs, bmask, benv.layout, cache.update(benv.sim))
+        for f in Inputs._fields:
+            assert torch.equal(getattr(x1, f), getattr(x2, f)), (t, f)
+        acts = np.array([rng.integers(0, mk.shape[-1]) for _ in agents])
+        obs, *_ = env.step({a: int(acts[i]) for i, a in enumerate(agents)})
+        bobs, bmask, *_ = benv.step(acts[None])
+        if not env.agents:
+            break
+    assert cache.forecasts > 0
+
+
+def test_split_observations_rejects_a_wrong_layout():
+    env = core_env.make_batched("CoRE-Small-v0", 2, seed=0)
+    obs, mask = env.reset()
+    with pytest.raises(ValueError, match="expected shape"):
+        split_observations(obs, mask, wrapped_layout(env.layout))
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="heads"):
+        MATConfig(d_model=30, heads=4)
+    with pytest.raises(ValueError, match="d_model"):
+        MATConfig(d_model=0)
+    with pytest.raises(ValueError, match="autoregressive"):
+        MATConfig(autoregressive=1)
