@@ -30,7 +30,7 @@ send them all to the same task (the env gives it to the lowest-numbered nodes up
 task's cap and idles the rest); the evaluation samples from the policy instead.
 
     pip install -e ".[sb3]"
-    python examples/sb3_supersuit_ppo.py --timesteps 20000 --seed 0
+    python examples/sb3_supersuit_ppo.py --timesteps 65536 --seed 0
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def make_vec_env(preset: str = PRESET, num_copies: int = 2, **overrides: Any) ->
     return SeededSB3VecEnv(vec)
 
 
-def train(timesteps: int = 20_000, seed: int = 0, preset: str = PRESET, num_copies: int = 2,
+def train(timesteps: int = 65_536, seed: int = 0, preset: str = PRESET, num_copies: int = 2,
           n_steps: int = 128, n_epochs: int = 5, verbose: int = 0) -> MaskablePPO:
     """Train one MaskablePPO policy shared by every node.
 
@@ -174,10 +174,15 @@ def evaluate(policy: str | MaskablePPO, seeds: tuple[int, ...] = EVAL_SEEDS, pre
 def main(argv: list[str] | None = None) -> None:
     """Command line: train, then print the paired comparison with the random policy."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timesteps", type=int, default=20_000)
+    parser.add_argument("--timesteps", type=int, default=65_536)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1 is fastest for these small networks)")
     parser.add_argument("--preset", default=PRESET)
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     model = train(args.timesteps, args.seed, args.preset, verbose=1)
     trained = evaluate(model, preset=args.preset)

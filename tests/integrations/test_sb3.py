@@ -29,6 +29,10 @@ central = load_example("sb3_maskable_ppo")
 shared = load_example("sb3_supersuit_ppo")
 
 
+EVAL_SEEDS = tuple(range(10_000, 10_040))
+"""40 evaluation seeds (the examples' 20 and 20 more): a tighter paired comparison."""
+
+
 def _paired(trained: np.ndarray, rand: np.ndarray) -> tuple[float, float]:
     """Mean paired difference and its t statistic."""
     d = trained - rand
@@ -94,17 +98,17 @@ def test_supersuit_adapter_marks_truncation_and_serves_masks():
 # ---------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_maskable_ppo_central_beats_random():
-    rand = central.evaluate("random")
+    rand = central.evaluate("random", EVAL_SEEDS)
     model = central.train(timesteps=2048, seed=0)
-    trained = central.evaluate(model)
+    trained = central.evaluate(model, EVAL_SEEDS)
     diff, t = _paired(trained, rand)
     assert diff > 0.03 and t > 2.0, (trained.mean(), rand.mean(), diff, t)
 
 
 @pytest.mark.slow
 def test_shared_maskable_ppo_supersuit_beats_random():
-    rand = shared.evaluate("random")
+    rand = shared.evaluate("random", EVAL_SEEDS)
     model = shared.train(timesteps=65_536, seed=0)
-    trained = shared.evaluate(model)
+    trained = shared.evaluate(model, EVAL_SEEDS)
     diff, t = _paired(trained, rand)
     assert diff > 0.03 and t > 2.0, (trained.mean(), rand.mean(), diff, t)
