@@ -5,19 +5,19 @@ task's observed-loss path) is a function of the seed alone (SPEC §3), so the le
 work at which a task's *observed* loss reaches its target is known in advance. This module
 solves a relaxation of the scheduling problem that every schedule of the simulator
 (:mod:`core_env.dynamics`) satisfies, and maximises the number of tasks that receive their
-least work::
+least work w_j. With ``e_j = min(d_j, max_steps)``, N nodes of total speed S, and the
+concave envelope h_j of the most work k nodes can give task j in one slot (segments i with
+decreasing slopes; ``k**alpha_j`` interpolated between whole k for unit speeds)::
 
     max  sum_j z_j
-    s.t. sum_{t in [a_j, e_j)} x_{j,t} >= w_j z_j           every task j
-         sum_j x_{j,t} <= S                                 every slot t   (S = sum of speeds)
-         0 <= x_{j,t} <= U_j                                (U_j = sum of the min(p_j, N)
-                                                             fastest speeds)
-         z_j in {0, 1}
+    s.t. sum_{t in [a_j, e_j), i} slope_{j,i} n_{j,t,i} >= w_j z_j     every task j
+         sum_{j,i} n_{j,t,i}                         <= N           every slot t
+         sum_{j,i} slope_{j,i} n_{j,t,i}             <= S           every slot t
+         0 <= n_{j,t,i} <= length_{j,i},  z_j in {0, 1}
 
-with ``e_j = min(d_j, max_steps)``. ``scaling="concave"`` adds node counts
-``n_{j,t} in [0, min(p_j, N)]`` with ``sum_j n_{j,t} <= N`` and ``x_{j,t} <= h_j(n_{j,t})``,
-where ``h_j`` is the concave piecewise-linear envelope of the most work k nodes can give task j
-in one slot (``k**alpha_j`` for unit speeds): a tighter bound that is still a relaxation.
+where sum_i n_{j,t,i} is the (fractional) number of nodes task j gets in slot t and
+sum_i slope_{j,i} n_{j,t,i} <= h_j(nodes) its work. ``scaling="linear"`` takes alpha_j = 1 in
+the envelope (``k**alpha <= k``: each node adds at most its speed), which is looser.
 
 Solved with SciPy's HiGHS interface (:func:`scipy.optimize.milp`): the LP relaxation first
 (always), then the MILP under a node limit (deterministic) and a wall-clock time limit (safety
