@@ -88,7 +88,9 @@ class MARAPolicy:
         obs = np.stack([observations[a]["observation"] for a in self.agents])[None]
         mask = np.stack([observations[a]["action_mask"] for a in self.agents])[None]
         x = split_observations(obs, mask, self.layout)
-        with torch.inference_mode():
-            actions, _, _ = self.model.act(x, deterministic=self.deterministic,
-                                           generator=self.generator)
+        if self.deterministic:
+            actions = self.model.act_greedy_numpy(x)
+        else:
+            with torch.inference_mode():
+                actions = self.model.act(x, generator=self.generator)[0].numpy()
         return {a: int(actions[0, i]) for i, a in enumerate(self.agents)}

@@ -113,6 +113,15 @@ def test_mat_dec_heads_ignore_earlier_actions():
     assert torch.equal(la[:, 1:], lb[:, 1:])
 
 
+@pytest.mark.parametrize("autoregressive", [True, False])
+def test_numpy_greedy_path_equals_the_torch_greedy_path(autoregressive):
+    x = _random_inputs(128, seed=8)
+    m = _model(autoregressive=autoregressive)
+    with torch.no_grad():
+        ref = m.act(x, deterministic=True)[0].numpy()
+    assert np.array_equal(m.act_greedy_numpy(x), ref)
+
+
 def test_greedy_decoding_is_deterministic():
     x = _random_inputs(16, seed=7)
     m = _model()
