@@ -73,6 +73,7 @@ def uninterrupted(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, workers, after", [
     (signal.SIGINT, 1, 3), (signal.SIGINT, 2, 5), (signal.SIGKILL, 1, 4),
     (signal.SIGKILL, 2, 8)], ids=["sigint-serial", "sigint-pool", "sigkill-serial",
