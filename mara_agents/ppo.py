@@ -118,6 +118,9 @@ class PPOConfig:
     """Output folder: checkpoints, ``curve.json`` (the learning curve) and TensorBoard logs."""
     resume: str = ""
     """A checkpoint to resume from (its config must match except ``env_steps``/``out``)."""
+    init: str = ""
+    """Start from this checkpoint's weights (e.g. another run's stage-1 ``imitation.pt``)
+    and skip stage 1; optimiser, counters and value normaliser start fresh."""
     progress: bool = True
     """Show a tqdm progress bar."""
 
@@ -355,6 +358,15 @@ class Trainer:
         self.imitation: list[dict[str, float]] = []
         self.imitation_seconds = 0.0
         self.out = Path(cfg.out)
+        if cfg.resume and cfg.init:
+            raise ValueError("init: expected '' when resume is set (resume restores weights)")
+        if cfg.init:
+            blob = load_checkpoint(cfg.init)
+            self.model = model_from_checkpoint(blob, self.layout, cfg.init)
+            self.model.train()
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)
+            self.imitation = json.loads(blob.get("imitation", "[]"))
+            self.imitation_seconds = float(blob.get("imitation_seconds", 0.0))
         if cfg.resume:
             self._resume(Path(cfg.resume))
         obs, mask = self.env.reset(seed=cfg.seed + self.update)
@@ -365,7 +377,7 @@ class Trainer:
         blob = load_checkpoint(path)
         saved = dict(blob["train_config"])
         mine = self.cfg.to_dict()
-        ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every"}
+        ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every", "init"}
         diff = [k for k in mine if k not in ignore and saved.get(k) != mine[k]]
         if diff:
             raise ValueError(f"resume: {path} was trained with a different config "
@@ -486,7 +498,7 @@ class Trainer:
         bar = tqdm(total=total, initial=self.update, desc="train MARA", unit="update",
                    disable=not cfg.progress)
         t0 = time.perf_counter()
-        if self.update == 0 and not self.imitation and cfg.imitation_iters:
+        if self.update == 0 and not self.imitation and not cfg.init and cfg.imitation_iters:
             from mara_agents.imitation import dagger
             self.imitation = dagger(self, cfg.imitation_iters, cfg.imitation_steps,
                                     cfg.imitation_epochs, cfg.imitation_decay,

@@ -159,3 +159,16 @@ def test_bad_config_values_name_the_field(flag, value, field, capsys):
     with pytest.raises(SystemExit):
         parse_args([flag, value])
     assert field in capsys.readouterr().err
+
+
+def test_init_from_a_checkpoint_skips_stage_one(tiny_run, tmp_path):
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"), "--ratio", "node",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    ref = load_checkpoint(tiny_run / "imitation.pt")["state_dict"]
+    assert all(torch.equal(trainer.model.state_dict()[k], ref[k]) for k in ref)
+    summary = trainer.run()
+    assert summary["updates"] == 3
+    curve = json.loads((tmp_path / "d" / "curve.json").read_text())
+    assert len(curve["imitation"]) == 2  # carried over, not re-run
+    assert not (tmp_path / "d" / "imitation.pt").exists()
