@@ -135,7 +135,9 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(args.iterations):
             result = algo.train()
             ret = result.get("env_runners", {}).get("episode_return_mean", float("nan"))
-            print(f"iteration {i + 1}: mean episode return (= completed tasks) {ret:.2f}")
+            # RLlib sums the agents' returns; every node gets the team reward, so this is
+            # N x (completed tasks per episode)
+            print(f"iteration {i + 1}: mean episode return summed over the nodes {ret:.2f}")
         rates = evaluate(algo, preset=args.preset)
         print(f"shared policy, {len(rates)} evaluation episodes: completion rate "
               f"{rates.mean():.3f}")
