@@ -95,6 +95,32 @@ def test_supersuit_adapter_marks_truncation_and_serves_masks():
         venv.env_method("render")
 
 
+def test_supersuit_adapter_sets_truncation_for_envs_that_do_not():
+    """An env that truncates without ``TimeLimit.truncated`` in its infos still gets it
+    (SB3 then bootstraps the value instead of treating the cut as a true end)."""
+    import supersuit as ss
+
+    import core_env
+
+    class Silent(core_env.CoreSchedulerEnv):
+        def step(self, actions):
+            obs, rew, term, trunc, infos = super().step(actions)
+            for info in infos.values():
+                info.pop("TimeLimit.truncated", None)
+            return obs, rew, term, trunc, infos
+
+    vec = ss.pettingzoo_env_to_vec_env_v1(Silent(preset="CoRE-Small-v0", max_steps=5))
+    venv = shared.SeededSB3VecEnv(ss.concat_vec_envs_v1(vec, 1, num_cpus=0,
+                                                        base_class="gymnasium"))
+    venv.seed(1)
+    venv.reset()
+    for _ in range(5):
+        venv.step_async(np.zeros(venv.num_envs, dtype=np.int64))
+        _, _, dones, infos = venv.step_wait()
+    assert dones.all()
+    assert all(info.get("TimeLimit.truncated") is True for info in infos)
+
+
 # ---------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_maskable_ppo_central_beats_random():
