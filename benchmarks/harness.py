@@ -20,6 +20,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -202,6 +203,28 @@ def _update_manifest(out: Path, presets: Sequence[str]) -> None:
                                    indent=2, sort_keys=True))
 
 
+EPISODE_THREADS = 1
+"""torch / OpenMP intra-op threads while episodes run. The outputs of torch models (the FM
+forecaster) differ in the last bits with the thread count (measured: 1 and 2 threads give
+different forecasts), so without a fixed count results would depend on the machine's cores
+and the backend (Ray workers default to 1 thread, pool workers to all cores)."""
+
+
+def _pin_threads() -> None:
+    """Use :data:`EPISODE_THREADS` threads in this process, for torch imported now or later."""
+    os.environ["OMP_NUM_THREADS"] = str(EPISODE_THREADS)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != EPISODE_THREADS:
+        torch.set_num_threads(EPISODE_THREADS)
+
+
+def _pinned_episode(episode_fn: Callable[[EpisodeSpec], dict[str, Any]],
+                    spec: EpisodeSpec) -> dict[str, Any]:
+    """``episode_fn(spec)`` with the thread count pinned (what every backend runs)."""
+    _pin_threads()
+    return episode_fn(spec)
+
+
 def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
                  episode_fn: Callable[[EpisodeSpec], dict[str, Any]] = run_episode_spec,
                  backend: str = "local", workers: int = 2, ray_address: str | None = None,
@@ -215,6 +238,10 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     files are renamed ``*.corrupt`` and recomputed, and ``<out>/manifest.json`` records
     each preset's config hash and the code versions: resuming into a folder whose episodes
     were run with a different configuration of a preset raises ``ValueError``.
+
+    Determinism: every backend runs episodes with torch/OpenMP pinned to
+    :data:`EPISODE_THREADS` threads (serially, this process's setting is restored after the
+    run if torch was already imported; if an episode imports torch, it keeps 1 thread).
     """
     if backend not in ("local", "ray"):
         raise ValueError(f"backend: expected 'local' or 'ray', got {backend!r}")
@@ -236,16 +263,20 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
         if bar is not None:
             bar.update(1)
 
+    saved_env = os.environ.get("OMP_NUM_THREADS")
+    torch = sys.modules.get("torch")
+    saved_threads = torch.get_num_threads() if torch is not None else None
     try:
         if todo and backend == "ray":
             _run_ray(todo, episode_fn, save, ray_address)
         elif todo and workers == 1:
             for spec in todo:
-                save(spec, episode_fn(spec))
+                save(spec, _pinned_episode(episode_fn, spec))
         elif todo:
             pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
             try:
-                futures = {pool.submit(episode_fn, spec): spec for spec in todo}
+                futures = {pool.submit(_pinned_episode, episode_fn, spec): spec
+                           for spec in todo}
                 for fut in as_completed(futures):
                     save(futures[fut], fut.result())
             except BaseException:  # Ctrl-C or a failed episode: drop the queued ones
@@ -255,6 +286,12 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     finally:
         if bar is not None:
             bar.close()
+        if saved_env is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved_env
+        if saved_threads is not None:
+            torch.set_num_threads(saved_threads)
     return [json.loads((store / f"{s.key}.json").read_text()) for s in specs]
 
 
@@ -268,8 +305,8 @@ def _run_ray(todo, episode_fn, save, ray_address):
     if started:
         ray.init(address=ray_address, include_dashboard=False, log_to_driver=False)
     try:
-        remote = ray.remote(episode_fn)
-        pending = {remote.remote(spec): spec for spec in todo}
+        remote = ray.remote(_pinned_episode)
+        pending = {remote.remote(episode_fn, spec): spec for spec in todo}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FINGERPRINT = r'''
 import hashlib, json
 import numpy as np
+import torch
+torch.set_num_threads(1)  # torch outputs depend on the thread count (as the harness pins)
 import core_env
 from benchmarks.harness import EpisodeSpec, code_version, config_record, run_episode_spec
 
@@ -93,9 +95,15 @@ def fingerprint_in_subprocess(hash_seed: str) -> dict:
 
 
 def fingerprint_here() -> dict:
+    import torch
+
+    before = torch.get_num_threads()
     scope: dict = {"__name__": "fingerprint"}
     lines = FINGERPRINT.strip().splitlines()
-    exec(compile("\n".join(lines[:-1]), "<fingerprint>", "exec"), scope)  # all but print
+    try:
+        exec(compile("\n".join(lines[:-1]), "<fingerprint>", "exec"), scope)  # all but print
+    finally:
+        torch.set_num_threads(before)
     return json.loads(json.dumps(scope["out"], sort_keys=True))
 
 
@@ -109,9 +117,13 @@ def test_same_seed_gives_identical_results_in_separate_processes():
 
 def test_the_fingerprint_is_sensitive():
     """Control: the digests above would notice a different seed or a different action."""
+    import torch
+
+    before = torch.get_num_threads()
     scope: dict = {"__name__": "fingerprint"}
     src = FINGERPRINT.split("\nout = ")[0]
     exec(compile(src, "<fingerprint>", "exec"), scope)
+    torch.set_num_threads(before)
     assert scope["pettingzoo_episode"](7) == scope["pettingzoo_episode"](7)
     assert scope["pettingzoo_episode"](7)[0] != scope["pettingzoo_episode"](8)[0]
     assert scope["batched"](11) != scope["batched"](12)
@@ -154,3 +166,56 @@ def test_local_serial_pool_and_ray_backends_give_identical_benchmark_results(tmp
         manifest = json.loads((tmp_path / d / harness.MANIFEST).read_text())
         assert manifest["config_hashes"] == {
             "CoRE-Small-v0": harness.config_record("CoRE-Small-v0")["config_hash"]}
+
+
+def fm_episode(spec: EpisodeSpec) -> dict:
+    """A stand-in episode whose result is a digest of FM forecasts (torch), and the thread
+    count it ran with."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from core_env.forecast import HistoryBatch
+    from mara_agents.forecast import FlowMatchingForecaster
+
+    rng = np.random.default_rng(spec.seed)
+    n, h = 24, 10
+    log_work = np.sort(rng.uniform(0, 3, (n, h)), axis=1)
+    log_loss = 1.0 - 0.4 * log_work + 0.05 * rng.standard_normal((n, h))
+    fc = FlowMatchingForecaster.pretrained(seed=spec.seed).predict_batch(
+        HistoryBatch(log_work, log_loss, np.full(n, h), np.arange(n)), np.full(n, -0.8),
+        np.full(n, 200.0))
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in fc))
+    return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
+            "fm": digest.hexdigest(), "threads": torch.get_num_threads()}
+
+
+@pytest.mark.slow
+def test_backends_pin_torch_threads_so_fm_forecasts_agree(tmp_path):
+    """Found by this suite: FM forecasts differ with torch's thread count (1 vs 2 threads),
+    so pool workers (all cores), Ray workers (1 thread) and the main process disagreed. The
+    harness now pins every backend to ``EPISODE_THREADS`` threads."""
+    import torch
+
+    specs = [EpisodeSpec("CoRE-Small-v0", "fm", s) for s in range(3)]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # a main process with more threads than the workers
+    try:
+        serial = harness.run_episodes(specs, tmp_path / "serial", fm_episode, workers=1,
+                                      progress=False)
+        assert torch.get_num_threads() == 2  # restored after the run
+        pooled = harness.run_episodes(specs, tmp_path / "pool", fm_episode, workers=2,
+                                      progress=False)
+        runs = [serial, pooled]
+        try:
+            import ray  # noqa: F401
+
+            runs.append(harness.run_episodes(specs, tmp_path / "ray", fm_episode,
+                                             backend="ray", progress=False))
+        except ImportError:
+            pass
+    finally:
+        torch.set_num_threads(before)
+    assert all(r == serial for r in runs)
+    assert {r["threads"] for r in serial} == {harness.EPISODE_THREADS}
