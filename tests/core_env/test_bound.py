@@ -242,7 +242,8 @@ def test_no_policy_beats_the_bound_small(overrides):
 @pytest.mark.parametrize("preset", ["CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0",
                                     "CoRE-HeldOut-v0"])
 def test_no_policy_beats_the_bound(preset):
-    _check_policies(POLICIES_TO_CHECK, preset, range(2))
+    # one seed per preset keeps the suite fast; docs/bound.md reports 720 more episodes
+    _check_policies(POLICIES_TO_CHECK, preset, range(1))
 
 
 @pytest.mark.slow
