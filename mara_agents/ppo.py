@@ -105,9 +105,9 @@ class PPOConfig:
     """Stage 1: probability of executing the teacher in iteration i is decay**i."""
     imitation_lr: float = 1e-3
     """Stage 1: Adam learning rate."""
-    critic_warmup: int = 4
-    """Stage 2: first PPO updates that train only the value head's loss (the policy from
-    stage 1 is kept while the critic catches up)."""
+    critic_warmup: int = 8
+    """Stage 2: first PPO updates that train only the value head (its own Adam; the shared
+    encoder, hence the stage-1 policy, is frozen while the critic catches up)."""
     model: MATConfig = field(default_factory=MATConfig)
     """MAT sizes (flags ``--model-<field>``; ``--no-model-autoregressive`` = MAT-Dec)."""
     threads: int = 1
@@ -369,6 +369,9 @@ class Trainer:
             self.imitation_seconds = float(blob.get("imitation_seconds", 0.0))
         if cfg.resume:
             self._resume(Path(cfg.resume))
+        # the critic warm-up's optimiser (value head only)
+        self.value_opt = torch.optim.Adam(self.model.value_head.parameters(), lr=cfg.lr,
+                                          eps=1e-5)
         obs, mask = self.env.reset(seed=cfg.seed + self.update)
         self.cache.reset()
         self.obs, self.mask = obs, mask
@@ -463,13 +466,19 @@ class Trainer:
                 vl = torch.mean((v - ret_n[idx]) ** 2)
                 el = ent.mean()
                 if self.update < cfg.critic_warmup:
-                    loss = cfg.value_coef * vl  # stage-1 policy kept while the critic fits
+                    # only the value head learns: the shared encoder (hence the stage-1
+                    # policy) stays as it is while the critic catches up
+                    self.value_opt.zero_grad(set_to_none=True)
+                    vl.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.value_head.parameters(),
+                                                   cfg.max_grad_norm)
+                    self.value_opt.step()
                 else:
                     loss = pl + cfg.value_coef * vl - cfg.entropy_coef * el
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.opt.step()
+                    self.opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                    self.opt.step()
                 with torch.no_grad():
                     log_ratio = (logp - old).sum(-1)  # joint action
                     kl = torch.mean(torch.exp(log_ratio) - 1.0 - log_ratio)

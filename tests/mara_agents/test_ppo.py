@@ -172,3 +172,15 @@ def test_init_from_a_checkpoint_skips_stage_one(tiny_run, tmp_path):
     curve = json.loads((tmp_path / "d" / "curve.json").read_text())
     assert len(curve["imitation"]) == 2  # carried over, not re-run
     assert not (tmp_path / "d" / "imitation.pt").exists()
+
+
+def test_critic_warmup_leaves_the_policy_untouched(tiny_run, tmp_path):
+    """During the warm-up updates only the value head changes."""
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "w"), "--critic-warmup", "5",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.run()
+    after = trainer.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("value_head.") for k in changed)
