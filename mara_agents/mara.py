@@ -47,6 +47,9 @@ class MARAPolicy:
             (see the module docstring).
         checkpoint: a checkpoint path (default: the shipped one).
         deterministic: greedy decoding (default) or sampling.
+        threads: torch CPU threads to use (``torch.set_num_threads``, process-wide; one
+            thread is fastest for this small single-environment model); None leaves the
+            setting alone.
 
     Raises:
         ValueError: the env has no cached forecast wrapper, or the checkpoint was trained
@@ -56,9 +59,11 @@ class MARAPolicy:
     needs_forecast = True
 
     def __init__(self, env: Any, checkpoint: str | Path | None = None,
-                 deterministic: bool = True) -> None:
+                 deterministic: bool = True, threads: int | None = 1) -> None:
         from mara_agents.policy import _forecast_wrapper
 
+        if threads is not None:
+            torch.set_num_threads(threads)
         wrapper = _forecast_wrapper(env)
         if wrapper is None or wrapper.cache is None:
             raise ValueError("env: MARA needs LossForecastWrapper(env, forecaster, cache=True) "
