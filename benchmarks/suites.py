@@ -21,6 +21,7 @@ share of the bound and a row for the bound itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,24 @@ from benchmarks.harness import EpisodeSpec, run_episode_spec, run_episodes, writ
 from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table order)
 
 SUITES = {
-    "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False},
+    "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False,
+                "mara": False},
     "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0"),
-                 "seeds": 50, "bound": True},
+                 "seeds": 50, "bound": True, "mara": True},
 }
+"""Suites with ``"mara": True`` also run MARA (after LARA in the tables) when its shipped
+checkpoint is present (:func:`suite_policies`). The ``default`` suite (``make demo``, whose
+output the README shows and a test checks) keeps to the baselines for now: MARA's FM
+forecasts go through torch, whose float results can differ between CPUs."""
+
+
+def suite_policies(suite: str) -> tuple[str, ...]:
+    """The policies a suite runs by default (see :data:`SUITES`)."""
+    names = list(POLICIES)
+    shipped = resources.files("mara_agents") / "checkpoints" / "mara_default.pt"
+    if SUITES[suite].get("mara") and shipped.is_file():
+        names.insert(names.index("lara") + 1, "mara")
+    return tuple(names)
 
 BOUND_POLICY = "bound"
 """Pseudo-policy name of the clairvoyant-bound records (``<preset>__bound__<seed>.json``)."""
@@ -78,7 +93,7 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     if suite not in SUITES:
         raise ValueError(f"suite: expected one of {sorted(SUITES)}, got {suite!r}")
     spec = SUITES[suite]
-    policies = tuple(policies or POLICIES)
+    policies = tuple(policies or suite_policies(suite))
     if BOUND_POLICY in policies:
         raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
                          f"policy; expected names from {list(POLICIES)}")

@@ -247,6 +247,15 @@ def test_no_policy_beats_the_bound(preset):
 
 
 @pytest.mark.slow
+def test_mara_does_not_beat_the_bound():
+    """The shipped MARA checkpoint (trained for CoRE-v0) on two seeds."""
+    from mara_agents.mara import checkpoint_path
+    if not checkpoint_path().is_file():
+        pytest.skip("no shipped MARA checkpoint")
+    _check_policies(["mara"], "CoRE-v0", range(2))
+
+
+@pytest.mark.slow
 def test_no_policy_beats_the_bound_many_small_seeds():
     _check_policies(POLICIES_TO_CHECK, SMALL, range(4, 28))
 
