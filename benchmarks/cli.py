@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     fc.add_argument("--seed", type=int, default=12345)
     fc.add_argument("--no-fm", action="store_true", help="skip the flow-matching forecaster")
     fc.add_argument("--out", type=Path, default=Path("results/forecast"))
+    pt = sub.add_parser("policy-time", help="episode wall time per policy (inference cost)")
+    pt.add_argument("--policies", nargs="+", default=["mara", "lara"],
+                    help="policies to time; the last is the baseline of the ratios")
+    pt.add_argument("--preset", default="CoRE-v0")
+    pt.add_argument("--seeds", type=int, default=5)
+    pt.add_argument("--seed-offset", type=int, default=1000)
+    pt.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     soak = sub.add_parser("soak", help="1M env steps + 100k batched steps: memory and errors")
     soak.add_argument("--preset", default="CoRE-v0")
     soak.add_argument("--env-steps", type=int, default=1_000_000)
@@ -68,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         fc_suite.write(res, args.out)
         print(fc_suite.format_table(res))
         print(f"results in {args.out}/")
+    elif args.suite == "policy-time":
+        from benchmarks import policy_time
+        res = policy_time.run(args.policies, args.preset, args.seeds, args.seed_offset)
+        print(policy_time.format_table(res))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(res, indent=2))
     elif args.suite == "soak":
         from benchmarks import soak as soak_suite
         res = soak_suite.run(args.preset, args.env_steps, args.batched_steps, args.num_envs,
