@@ -1,6 +1,6 @@
 """PPO for MARA's MAT on the batched simulator: ``mara-train`` (SPEC §5).
 
-    mara-train                                   # reproduces the shipped checkpoint
+    mara-train                                   # the shipped recipe (see docs/mara.md)
     mara-train --env-steps 200000 --out runs/mara_quick    # a quick run
     mara-train --resume runs/mara/last.pt        # continue an interrupted run
     tensorboard --logdir runs/mara
@@ -66,17 +66,17 @@ class PPOConfig:
     estimator; the ``MARA with WLS`` ablation)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
-    env_steps: int = 2_000_000
+    env_steps: int = 1_200_000
     """Environment steps (slots x environments) to train for."""
     num_envs: int = 32
     """Environments stepped together."""
     rollout_len: int = 64
     """Slots per environment per update."""
-    epochs: int = 4
+    epochs: int = 2
     """Passes over each rollout."""
     minibatches: int = 4
     """Minibatches per pass."""
-    lr: float = 5e-4
+    lr: float = 1e-4
     """Adam learning rate (linearly annealed to 10% of it)."""
     clip: float = 0.2
     """PPO ratio clip epsilon."""
@@ -90,16 +90,16 @@ class PPOConfig:
     """GAE lambda."""
     value_coef: float = 0.5
     """Weight of the value loss."""
-    entropy_coef: float = 0.01
+    entropy_coef: float = 0.001
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Gradient-norm clip."""
-    imitation_iters: int = 6
+    imitation_iters: int = 10
     """Stage 1: DAgger iterations imitating the oracle-informed greedy teacher before PPO
     (0: PPO from scratch; see :mod:`mara_agents.imitation`)."""
     imitation_steps: int = 64
     """Stage 1: slots per environment per DAgger iteration."""
-    imitation_epochs: int = 3
+    imitation_epochs: int = 4
     """Stage 1: passes over the aggregated data after each iteration."""
     imitation_decay: float = 0.5
     """Stage 1: probability of executing the teacher in iteration i is decay**i."""

@@ -25,8 +25,15 @@ def main(src: str, dst: str, lara: float | None = None) -> None:
     offset = d["imitation"][-1]["samples"] if d["imitation"] else 0
     ppo = d["ppo"]
     if ppo:
-        ax.plot([offset + r["env_steps"] for r in ppo], [r["completion_rate"] for r in ppo],
-                "-", alpha=0.8, label="stage 2: PPO (sampling policy)")
+        x = [offset + r["env_steps"] for r in ppo]
+        y = [r["completion_rate"] for r in ppo]
+        ax.plot(x, y, "-", alpha=0.35, color="C1", label="stage 2: PPO (sampling policy)")
+        w = 25
+        if len(y) > w:
+            kernel = [1.0 / w] * w
+            import numpy as np
+            ax.plot(x[w - 1:], np.convolve(y, kernel, mode="valid"), "-", color="C1",
+                    label=f"stage 2, mean of {w} updates")
     if lara is not None:
         ax.axhline(lara, color="gray", ls="--", label=f"LARA ({lara:.3f})")
     ax.set_xlabel("environment steps (slots x environments)")
