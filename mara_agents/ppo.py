@@ -70,7 +70,7 @@ class PPOConfig:
     """Environment steps (slots x environments) to train for."""
     num_envs: int = 32
     """Environments stepped together."""
-    rollout_len: int = 64
+    rollout_len: int = 32
     """Slots per environment per update."""
     epochs: int = 2
     """Passes over each rollout."""
