@@ -66,7 +66,7 @@ class PPOConfig:
     estimator; the ``MARA with WLS`` ablation)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
-    env_steps: int = 1_200_000
+    env_steps: int = 2_000_000
     """Environment steps (slots x environments) to train for."""
     num_envs: int = 32
     """Environments stepped together."""
