@@ -27,7 +27,7 @@ import torch
 from core_env.curves import first_crossing
 from core_env.forecast.cache import achievable_work
 from core_env.forecast.protocol import point_forecast
-from core_env.forecast.wrapper import FORECAST_FEATURES, forecast_columns
+from core_env.forecast.wrapper import FORECAST_FEATURES, _extend, forecast_columns
 from core_env.state import BatchState
 from mara_agents.mat import Inputs, MAT
 
@@ -53,12 +53,7 @@ def oracle_columns(sim: BatchState) -> np.ndarray:
 
 def widen(obs: np.ndarray, plain_layout: Any, extra: np.ndarray) -> np.ndarray:
     """float32[B, N, D'] observations with ``extra[B, K, E]`` appended to every task row."""
-    b, n, _ = obs.shape
-    head = obs[..., : plain_layout.task_block.start]
-    table = plain_layout.task_table(obs)
-    wide = np.concatenate([table, np.broadcast_to(extra[:, None], (b, n) + extra.shape[1:])],
-                          axis=-1).reshape(b, n, -1)
-    return np.concatenate([head, wide], axis=-1)
+    return _extend(obs, plain_layout, extra[:, None])
 
 
 class BatchedTeacher:

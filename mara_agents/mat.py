@@ -108,18 +108,8 @@ def split_observations(obs: np.ndarray, mask: np.ndarray, layout: Layout) -> Inp
     if layout.node_rows != 1:
         raise ValueError(f"layout: expected a per-agent observation layout (one node row), "
                          f"got {layout.node_rows} node rows")
-    first = obs[:, 0]
-    glob = first[:, : layout.global_size]
-    nodes = obs[:, :, layout.node_block]  # row of node i = node i's own features
-    tasks = layout.task_table(first)
-    cap = np.rint(first[:, layout.task_columns("cap")] * layout.n_nodes)
-    speed = nodes[:, :, [f.name for f in layout.node_features].index("speed")]
-    return Inputs(torch.from_numpy(np.ascontiguousarray(glob)),
-                  torch.from_numpy(np.ascontiguousarray(nodes)),
-                  torch.from_numpy(np.ascontiguousarray(tasks)),
-                  torch.from_numpy(np.asarray(mask) > 0),
-                  torch.from_numpy(cap.astype(np.float32)),
-                  torch.from_numpy(np.ascontiguousarray(speed)))
+    # the wrapped layout's task table already holds the forecast columns
+    return inputs_from_batched(obs, mask, layout, None)
 
 
 def inputs_from_batched(obs: np.ndarray, mask: np.ndarray, layout: Layout,

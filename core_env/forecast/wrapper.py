@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from core_env.forecast.cache import ForecastCache
+from core_env.forecast.cache import ForecastCache, achievable_work, inputs_at
 from core_env.forecast.protocol import (BaseForecaster, CurveHistory, Forecaster,
                                         HistoryBatch, RemainingWork)
 from core_env.layout import Feature, Layout
@@ -66,18 +66,8 @@ def slot_inputs(sim: BatchState, rows: np.ndarray | None = None
         keep[rows] = True
         present &= keep[:, None]
     env, slot = np.nonzero(present)
-    length = sim.slot_n_obs[env, slot]
-    width = int(length.max()) if length.size else 0
-    batch = HistoryBatch(
-        log_work=sim.hist_log_work[env, slot, :width].astype(np.float64),
-        log_loss=sim.hist_log_loss[env, slot, :width].astype(np.float64),
-        length=length.astype(np.int64),
-        key=sim.slot_task[env, slot].astype(np.int64))
-    n_nodes = sim.speed.shape[1]
-    cap = np.minimum(sim.slot_cap[env, slot], n_nodes).astype(np.float64)
-    left = np.maximum(sim.slot_deadline[env, slot] - sim.t[env], 0)
-    achievable = cap ** sim.slot_alpha[env, slot].astype(np.float64) * sim.mean_speed[env] * left
-    return env, slot, batch, sim.slot_log_target[env, slot].astype(np.float64), achievable
+    batch, log_targets = inputs_at(sim, env, slot)
+    return env, slot, batch, log_targets, achievable_work(sim)[env, slot]
 
 
 def forecast(forecaster: Forecaster, batch: HistoryBatch, log_targets: np.ndarray,
