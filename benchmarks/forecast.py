@@ -1,7 +1,9 @@
 """The ``forecast`` suite: remaining-work accuracy of FM vs WLS vs the naive anchor vs oracle.
 
 For each group (the in-distribution families ``supervised``, ``rl``, ``vision`` of the
-``train`` mix, and the ``held-out`` mix pooled) and each prefix (10%, 20%, 40% of the work to
+``train`` mix, the ``held-out`` mix pooled, and each real family ``lcdb``, ``scan``,
+``sb3-rl``, ``real-vision`` on the held-out split of its bank, mix ``real-held-out``) and
+each prefix (10%, 20%, 40% of the work to
 target), cases are drawn with :func:`core_env.forecast.cases.make_cases` from a fixed seed;
 every forecaster predicts the remaining work from the same prefixes. Metrics over cases with
 a finite positive truth (SPEC §4):
@@ -27,13 +29,17 @@ from typing import Any
 
 import numpy as np
 
+from core_env.banks import REAL_FAMILIES
 from core_env.curves import FAMILIES
 from core_env.forecast import (OracleForecaster, WLSForecaster, forecast,
                                naive_slope_forecaster)
 from core_env.forecast.cases import make_cases
 
 PREFIXES = (0.1, 0.2, 0.4)
-GROUPS = ("supervised", "rl", "vision", "held-out")
+SYNTHETIC_GROUPS = ("supervised", "rl", "vision", "held-out")
+GROUPS = SYNTHETIC_GROUPS + REAL_FAMILIES
+MIXES = ("train", "held-out", "real-held-out")
+"""Case sets are drawn from these mixes (groups: families, pooled, families)."""
 METRICS = ("n", "median_rel", "mean_rel", "median_abs_log", "coverage", "ratio_vs_wls")
 
 
@@ -101,7 +107,7 @@ def run(n_cases: int = 2000, seed: int = 12345, include_fm: bool = True,
     fcs = forecasters(include_fm)
     rows: list[dict[str, Any]] = []
     timing: dict[str, float] = {}
-    plan = [(mix, p) for mix in ("train", "held-out") for p in PREFIXES]
+    plan = [(mix, p) for mix in MIXES for p in PREFIXES]
     iterator = plan
     if progress:
         from tqdm import tqdm
@@ -115,8 +121,8 @@ def run(n_cases: int = 2000, seed: int = 12345, include_fm: bool = True,
                  for name, f in fcs.items()}
         preds["oracle"] = forecast(OracleForecaster(cases.log_loss_table), cases.batch,
                                    cases.log_targets, budgets)
-        groups = (np.asarray(FAMILIES)[cases.family] if mix == "train"
-                  else np.full(n_cases, "held-out"))
+        groups = (np.full(n_cases, "held-out") if mix == "held-out"
+                  else np.asarray(FAMILIES)[cases.family])
         for name, per_group in evaluate(preds, cases.remaining, groups).items():
             for group, m in per_group.items():
                 rows.append({"forecaster": name, "group": group, "mix": mix,
@@ -179,7 +185,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(GROUPS), figsize=(4 * len(GROUPS), 3.4), sharey=True)
+    fig, axes = plt.subplots(2, 4, figsize=(16, 6.8), sharey=True)
+    axes = axes.ravel()
     by: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in result["rows"]:
         by.setdefault((r["forecaster"], r["group"]), []).append((r["prefix"], r["median_abs_log"]))
@@ -192,7 +199,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
         ax.set_title(g)
         ax.set_xlabel("prefix (% of work to target)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("median |ln(pred / true)|")
+    for ax in axes[::4]:
+        ax.set_ylabel("median |ln(pred / true)|")
     axes[0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

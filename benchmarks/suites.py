@@ -4,7 +4,8 @@
 suite      presets                                                      seeds    bound
 =========  ==========================================================  =======  =========
 default    CoRE-v0, CoRE-Heavy-v0 (what ``make demo`` runs)              10       no
-schedule   CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0      50       yes
+schedule   CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0,     50       yes
+           CoRE-Real-v0, CoRE-RealTrace-v0
 =========  ==========================================================  =======  =========
 
 Every suite runs every policy of :data:`POLICIES` unless ``--policies`` narrows it. Seeds
@@ -32,7 +33,8 @@ from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table or
 SUITES = {
     "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False,
                 "mara": False},
-    "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0"),
+    "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
+                             "CoRE-Real-v0", "CoRE-RealTrace-v0"),
                  "seeds": 50, "bound": True, "mara": True},
 }
 """Suites with ``"mara": True`` also run MARA (after LARA in the tables) when its shipped

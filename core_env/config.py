@@ -118,6 +118,10 @@ class ClusterConfig:
         return 1.0
 
 
+ARRIVAL_PROCESSES = ("poisson", "alibaba-2018")
+"""Values of ``WorkloadConfig.arrivals``."""
+
+
 @dataclass(frozen=True)
 class WorkloadConfig:
     """How tasks arrive and what they are."""
@@ -125,6 +129,12 @@ class WorkloadConfig:
     mix: str = "train"
     """Name of the task-family mix (see ``core_env.curves.MIXES``): ``"train"`` is the
     in-distribution mix, ``"held-out"`` uses different family parameters."""
+
+    arrivals: str = "poisson"
+    """Arrival process: ``"poisson"`` (independent Poisson counts per slot) or
+    ``"alibaba-2018"`` (bursty real job arrivals: a window of the shipped hour of Alibaba's
+    2018 cluster trace, 10 s per slot, thinned to ``arrival_rate``; see
+    ``core_env.banks.trace_arrivals``)."""
 
     load: float = 1.0
     """Arrival-rate multiplier: the Poisson rate is ``base_arrival_rate * load``. Range (0, 20]."""
@@ -160,6 +170,8 @@ class WorkloadConfig:
 
         if not isinstance(self.mix, str) or self.mix not in MIXES:  # (unhashable: TypeError)
             _fail("mix", self.mix, f"one of {sorted(MIXES)}")
+        if not isinstance(self.arrivals, str) or self.arrivals not in ARRIVAL_PROCESSES:
+            _fail("arrivals", self.arrivals, f"one of {list(ARRIVAL_PROCESSES)}")
         _check_float("load", self.load, 0.0, 20.0, lo_open=True)
         _check_float("base_arrival_rate", self.base_arrival_rate, 0.0, 64.0, lo_open=True)
         _check_int("arrival_slots", self.arrival_slots, 1, 100_000)
@@ -178,15 +190,21 @@ class WorkloadConfig:
 
     @property
     def arrival_rate(self) -> float:
-        """Poisson arrival rate per slot (tasks/slot)."""
+        """Mean arrival rate per slot (tasks/slot), of either arrival process."""
         return self.base_arrival_rate * self.load
 
     @property
     def max_tasks(self) -> int:
         """Capacity of the per-episode task table: the expected number of arrivals plus
-        ten standard deviations (a Poisson count above it has probability < 1e-20)."""
+        ten standard deviations (a Poisson count above it has probability < 1e-20; for the
+        trace, a bound on the thinned bursts' standard deviation)."""
         mean = self.arrival_rate * self.arrival_slots
-        return int(math.ceil(mean + 10.0 * math.sqrt(mean) + 16))
+        if self.arrivals == "poisson":
+            return int(math.ceil(mean + 10.0 * math.sqrt(mean) + 16))
+        # thinned bursts of at most b jobs: the count's variance is at most b * mean
+        from core_env.banks import trace_max_burst
+
+        return int(math.ceil(mean + 10.0 * math.sqrt(mean * trace_max_burst()) + 16))
 
 
 @dataclass(frozen=True)

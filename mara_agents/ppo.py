@@ -50,6 +50,8 @@ from mara_agents._cli import parse_config
 from mara_agents.mat import MAT, Inputs, MATConfig, init_weights, inputs_from_batched
 
 FORECASTERS = ("fm", "wls")
+INIT_DECODERS = ("keep", "autoregressive", "independent")
+"""Values of ``PPOConfig.init_decoder``."""
 CHECKPOINT_FORMAT = "mara-mat/1"
 
 
@@ -121,6 +123,11 @@ class PPOConfig:
     init: str = ""
     """Start from this checkpoint's weights (e.g. another run's stage-1 ``imitation.pt``)
     and skip stage 1; optimiser, counters and value normaliser start fresh."""
+    init_decoder: str = "keep"
+    """With ``init``: ``keep`` the checkpoint's decoder, or switch it to ``autoregressive``
+    or ``independent`` (MAT-Dec) on the same weights (the decoder's conditioning on earlier
+    nodes adds no parameters, so both read the same state dict; the fine-tuned MAT-Dec
+    ablation starts this way)."""
     progress: bool = True
     """Show a tqdm progress bar."""
 
@@ -133,6 +140,9 @@ class PPOConfig:
         if self.forecaster not in FORECASTERS:
             raise ValueError(f"forecaster: expected one of {FORECASTERS}, "
                              f"got {self.forecaster!r}")
+        if self.init_decoder not in INIT_DECODERS:
+            raise ValueError(f"init_decoder: expected one of {INIT_DECODERS}, "
+                             f"got {self.init_decoder!r}")
         for name in ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
                      "checkpoint_every", "imitation_steps", "imitation_epochs"):
             v = getattr(self, name)
@@ -362,6 +372,9 @@ class Trainer:
             raise ValueError("init: expected '' when resume is set (resume restores weights)")
         if cfg.init:
             blob = load_checkpoint(cfg.init)
+            if cfg.init_decoder != "keep":
+                blob["mat_config"] = {**blob["mat_config"],
+                                      "autoregressive": cfg.init_decoder == "autoregressive"}
             self.model = model_from_checkpoint(blob, self.layout, cfg.init)
             self.model.train()
             self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)

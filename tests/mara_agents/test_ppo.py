@@ -184,3 +184,27 @@ def test_critic_warmup_leaves_the_policy_untouched(tiny_run, tmp_path):
     after = trainer.model.state_dict()
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(k.startswith("value_head.") for k in changed)
+
+
+def test_init_decoder_switches_to_mat_dec_on_the_same_weights(tiny_run, tmp_path):
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "dec"), "--init-decoder", "independent",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    assert load_checkpoint(tiny_run / "imitation.pt")["mat_config"]["autoregressive"]
+    assert trainer.model.config.autoregressive is False
+    ref = load_checkpoint(tiny_run / "imitation.pt")["state_dict"]
+    assert all(torch.equal(trainer.model.state_dict()[k], ref[k]) for k in ref)
+    trainer.run()
+    assert load_checkpoint(tmp_path / "dec" / "last.pt")["mat_config"]["autoregressive"] is False
+    with pytest.raises(SystemExit):
+        parse_args(["--init-decoder", "sideways"])
+
+
+@pytest.mark.parametrize("entry", ["mara_agents.ppo", "mara_agents.forecast.train"])
+def test_help_lists_every_flag(entry, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(entry).main(["--help"])
+    assert e.value.code == 0
+    assert "--seed" in capsys.readouterr().out

@@ -45,6 +45,7 @@ SPECIFIC_BAD: dict[str, list[Any]] = {
     "speed_choices": [(), (0.0,), (5.0,), (-1.0, 1.0), "ab", (1.0, None)],
     "switch_cost": [1.0, -0.1, 1.5],
     "mix": ["nope", "Train", ["train"], ("train",), 3],
+    "arrivals": ["nope", "Poisson", ["poisson"], None, 1],
     "load": [0.0, -1.0, 20.5],
     "base_arrival_rate": [0.0, 64.5, -2.0],
     "arrival_slots": [0, 100_001, 2.0, -5],

@@ -1,0 +1,1 @@
+"""Data-preparation scripts (curve banks) of the benchmarks."""

@@ -1,0 +1,1 @@
+"""Tests of the benchmarks' data-preparation scripts."""
