@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--seed", type=int, default=0)
     speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     for name, help_ in (("default", "every policy on CoRE-v0 and CoRE-Heavy-v0 (make demo)"),
-                        ("schedule", "every policy on every preset, 50 seeds")):
+                        ("schedule", "every policy on every preset, 50 seeds"),
+                        ("ablation", "MARA and its ablations (checkpoints shipped), 50 seeds")):
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--policies", nargs="+", default=None)
         sp.add_argument("--presets", nargs="+", default=None)
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(res, indent=2))
-    elif args.suite in ("default", "schedule"):
+    elif args.suite in ("default", "schedule", "ablation"):
         from benchmarks.suites import run_suite
         out = args.out or Path("results") / args.suite
         print(run_suite(args.suite, out, args.policies, args.presets, args.seeds,

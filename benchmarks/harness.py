@@ -316,9 +316,10 @@ def _run_ray(todo, episode_fn, save, ray_address):
             ray.shutdown()
 
 
-def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY
+              ) -> list[dict[str, Any]]:
     """One row per (preset, policy): mean completion rate with its 95% CI, mean utilization,
-    and the paired difference to the reference policy on the seeds both have.
+    and the paired difference to the ``reference`` policy on the seeds both have.
 
     Records with a ``bound`` key are clairvoyant bounds (one per preset and seed, see
     :func:`benchmarks.suites.bound_record`), not episodes. When there are any, every policy
@@ -340,8 +341,8 @@ def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row = {"preset": preset, "policy": policy, "episodes": len(rates),
                "completion_rate": mean, "ci_low": lo, "ci_high": hi,
                "utilization": sum(e["utilization"] for e in eps.values()) / len(eps)}
-        ref = by.get((preset, REFERENCE_POLICY))
-        if ref is not None and policy != REFERENCE_POLICY:
+        ref = by.get((preset, reference))
+        if ref is not None and policy != reference:
             common = sorted(set(eps) & set(ref))
             if common:
                 diffs = [eps[s]["completion_rate"] - ref[s]["completion_rate"] for s in common]
@@ -369,7 +370,7 @@ def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                "solve_seconds_mean": sum(seconds) / len(seconds),
                "solve_seconds_max": max(seconds),
                "milp_gap_max": max(gaps) if gaps else None}
-        ref = by.get((preset, REFERENCE_POLICY), {})
+        ref = by.get((preset, reference), {})
         common = sorted({seed for p, seed in bounds if p == preset} & set(ref))
         if common:
             d, dlo, dhi = mean_ci([bounds[(preset, s)]["bound"] / max(bounds[(preset, s)]
@@ -380,16 +381,18 @@ def summarise(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table: completion rate (95% CI) and the paired difference to LARA.
+def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY) -> str:
+    """Markdown table: completion rate (95% CI) and the paired difference to the reference
+    policy (LARA unless the suite says otherwise).
 
     With clairvoyant bounds in ``rows``, a column gives each policy's completions as a share
     of the bound (mean of per-seed ratios, 95% CI), the bound's own row shows the
     completion-rate bound, and a second table describes the solves.
     """
     has_bound = any(r.get("is_bound") for r in rows)
-    head = ("| preset | policy | episodes | completion rate (95% CI) | vs LARA, paired (95% CI) "
-            "| utilization |")
+    ref_name = "LARA" if reference == "lara" else reference
+    head = (f"| preset | policy | episodes | completion rate (95% CI) | vs {ref_name}, paired "
+            f"(95% CI) | utilization |")
     lines = [head + (" of bound (95% CI) |" if has_bound else ""),
              "|---|---|---|---|---|---|" + ("---|" if has_bound else "")]
     for r in rows:
@@ -421,11 +424,14 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, Any]) -> str:
     """results.json / results.csv / table.md / completion_vs_load.png; returns the table.
 
+    ``meta["reference"]`` names the policy of the paired differences (default LARA).
+
     Clairvoyant-bound records (with a ``bound`` key) go to ``bounds.csv`` and to the
     ``bounds`` list of ``results.json``; ``results.csv`` and ``episodes`` hold the episodes.
     """
     out.mkdir(parents=True, exist_ok=True)
-    rows = summarise(results)
+    reference = meta.get("reference", REFERENCE_POLICY)
+    rows = summarise(results, reference)
     episodes = [r for r in results if "bound" not in r]
     bounds = [r for r in results if "bound" in r]
     presets = sorted({r["preset"] for r in results})
@@ -445,7 +451,7 @@ def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, A
         for r in recs:
             w.writerow({k: r.get(k) for k in fields})
         _write_atomic(out / name, buf.getvalue())
-    table = format_table(rows)
+    table = format_table(rows, reference)
     _write_atomic(out / "table.md", table)
     _plot_vs_load(rows, out / "completion_vs_load.png")
     return table

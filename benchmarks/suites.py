@@ -6,9 +6,12 @@ suite      presets                                                      seeds   
 default    CoRE-v0, CoRE-Heavy-v0 (what ``make demo`` runs)              10       no
 schedule   CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0,     50       yes
            CoRE-Real-v0, CoRE-RealTrace-v0
+ablation   CoRE-v0, CoRE-Heavy-v0, CoRE-HeldOut-v0: MARA and its          50       no
+           ablations (differences paired against ``mara-ft``)
 =========  ==========================================================  =======  =========
 
-Every suite runs every policy of :data:`POLICIES` unless ``--policies`` narrows it. Seeds
+Every suite runs every policy of :data:`POLICIES` (the ``ablation`` suite: LARA, MARA and
+its ablations, :data:`ABLATION_POLICIES`) unless ``--policies`` narrows it. Seeds
 are 0..n-1 (``--seed-offset`` shifts them); each policy sees the same seeds, hence the same
 tasks and noise, so differences are paired.
 
@@ -30,12 +33,17 @@ from benchmarks.harness import EpisodeSpec, run_episode_spec, run_episodes, writ
 
 from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table order)
 
+ABLATION_POLICIES = ("lara", "mara", "mara-ft", "mara-wls", "mara-noshaping", "mat-dec")
+"""The ``ablation`` suite's policies (see ``mara_agents.policy.MARA_CHECKPOINTS``)."""
+
 SUITES = {
     "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False,
                 "mara": False},
     "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
                              "CoRE-Real-v0", "CoRE-RealTrace-v0"),
                  "seeds": 50, "bound": True, "mara": True},
+    "ablation": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), "seeds": 50,
+                 "bound": False, "policies": ABLATION_POLICIES, "reference": "mara-ft"},
 }
 """Suites with ``"mara": True`` also run MARA (after LARA in the tables) when its shipped
 checkpoint is present (:func:`suite_policies`). The ``default`` suite (``make demo``, whose
@@ -45,6 +53,8 @@ forecasts go through torch, whose float results can differ between CPUs."""
 
 def suite_policies(suite: str) -> tuple[str, ...]:
     """The policies a suite runs by default (see :data:`SUITES`)."""
+    if "policies" in SUITES[suite]:
+        return tuple(SUITES[suite]["policies"])
     names = list(POLICIES)
     shipped = resources.files("mara_agents") / "checkpoints" / "mara_default.pt"
     if SUITES[suite].get("mara") and shipped.is_file():
@@ -110,7 +120,8 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     results = run_episodes(episodes, out, episode_fn=run_spec, backend=backend,
                            workers=workers, ray_address=ray_address, progress=progress)
     meta = {"suite": suite, "policies": list(policies), "presets": list(presets),
-            "seeds": list(range(seed_offset, seed_offset + n)), "backend": backend}
+            "seeds": list(range(seed_offset, seed_offset + n)), "backend": backend,
+            "reference": spec.get("reference", "lara")}
     if with_bound:
         meta["bound_options"] = dict(BOUND_OPTIONS)
     return write_report(results, out, meta)

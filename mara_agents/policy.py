@@ -26,6 +26,19 @@ POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortes
                 "lara", "oracle_greedy")
 """Names accepted by :func:`make_policy`, in the order of the documentation tables."""
 
+MARA_CHECKPOINTS = {
+    "mara": "mara_default.pt",
+    "mara-ft": "ablation/mara_ft.pt",
+    "mara-wls": "ablation/mara_wls.pt",
+    "mara-noshaping": "ablation/mara_noshaping.pt",
+    "mat-dec": "ablation/mat_dec.pt",
+}
+"""MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``): each ablation
+continues the shipped MARA for the same PPO budget with one change (``mara-ft``: none, the
+control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
+``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
+``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -107,7 +120,11 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
     """
     from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
-    if name == "mara":
+    if name in MARA_CHECKPOINTS:
+        if name != "mara" and "checkpoint" not in kwargs:
+            from mara_agents.mara import checkpoint_path
+
+            kwargs["checkpoint"] = checkpoint_path(MARA_CHECKPOINTS[name])
         return _make_mara(env, forecaster, **kwargs)
     from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
                                        OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,
@@ -118,7 +135,7 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
                "shortest_predicted": ShortestPredictedPolicy, "lara": LARAPolicy,
                "oracle_greedy": OracleGreedyPolicy}
     if name not in classes:
-        raise ValueError(f"name: expected one of {list(POLICY_NAMES) + ['mara']}, "
+        raise ValueError(f"name: expected one of {list(POLICY_NAMES) + list(MARA_CHECKPOINTS)}, "
                          f"got {name!r}")
     cls = classes[name]
     if cls.needs_forecast:

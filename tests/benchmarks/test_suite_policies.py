@@ -14,3 +14,15 @@ def test_mara_joins_the_schedule_suite_only_when_its_checkpoint_is_shipped(tmp_p
     names = suites.suite_policies("schedule")
     assert names[names.index("lara") + 1] == "mara"
     assert "mara" not in suites.suite_policies("default")
+
+
+def test_ablation_suite_runs_mara_and_its_ablations_paired_against_the_control(tmp_path):
+    assert suites.suite_policies("ablation") == suites.ABLATION_POLICIES
+    assert suites.SUITES["ablation"]["reference"] in suites.ABLATION_POLICIES
+    table = suites.run_suite("ablation", tmp_path, policies=["mara-ft", "mara-wls"],
+                             presets=["CoRE-v0"], seeds=1, workers=1, progress=False)
+    assert "vs mara-ft, paired" in table
+    wls_row = next(line for line in table.splitlines() if "| mara-wls |" in line)
+    assert "pts" in wls_row  # paired against the control
+    ft_row = next(line for line in table.splitlines() if "| mara-ft |" in line)
+    assert "| - |" in ft_row  # the reference itself has no difference

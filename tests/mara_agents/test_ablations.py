@@ -1,0 +1,41 @@
+"""The shipped MARA ablation checkpoints load as what they claim to be."""
+
+from __future__ import annotations
+
+import pytest
+
+import core_env
+from core_env.forecast import LossForecastWrapper, WLSForecaster
+from mara_agents.mara import MARAPolicy
+from mara_agents.policy import MARA_CHECKPOINTS, make_policy, run_episode
+from mara_agents.ppo import load_checkpoint
+
+
+@pytest.mark.parametrize("name,forecaster,beta,autoregressive", [
+    ("mara-ft", "fm", 1.0, True), ("mara-wls", "wls", 1.0, True),
+    ("mara-noshaping", "fm", 0.0, True), ("mat-dec", "fm", 1.0, False)])
+def test_ablation_checkpoint_differs_from_mara_in_one_thing(name, forecaster, beta,
+                                                            autoregressive):
+    from mara_agents.mara import checkpoint_path
+
+    blob = load_checkpoint(checkpoint_path(MARA_CHECKPOINTS[name]))
+    base = load_checkpoint(checkpoint_path())
+    assert blob["train_config"]["forecaster"] == forecaster
+    assert blob["train_config"]["shaping_beta"] == beta
+    assert blob["mat_config"]["autoregressive"] is autoregressive
+    assert blob["layout"] == base["layout"]
+    assert blob["train_config"]["init"].endswith("mara_default.pt")
+    assert blob["env_steps"] == load_checkpoint(checkpoint_path(MARA_CHECKPOINTS["mara-ft"])
+                                                )["env_steps"]  # the same budget
+
+
+def test_make_policy_builds_each_ablation_in_its_own_forecast_wrapper():
+    env, policy = make_policy("mara-wls", core_env.parallel_env(preset="CoRE-v0"))
+    assert isinstance(env, LossForecastWrapper) and isinstance(env.forecaster, WLSForecaster)
+    assert isinstance(policy, MARAPolicy)
+    env, policy = make_policy("mat-dec", core_env.parallel_env(preset="CoRE-v0"))
+    assert policy.model.config.autoregressive is False
+    stats = run_episode(env, policy, seed=0)
+    assert 0.0 <= stats["completion_rate"] <= 1.0
+    with pytest.raises(ValueError, match="mat-dec"):
+        make_policy("mat-enc", core_env.parallel_env(preset="CoRE-v0"))
