@@ -28,14 +28,15 @@ POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortes
 
 MARA_CHECKPOINTS = {
     "mara": "mara_default.pt",
+    "mara-2m": "ablation/mara_2m.pt",
     "mara-ft": "ablation/mara_ft.pt",
     "mara-wls": "ablation/mara_wls.pt",
     "mara-noshaping": "ablation/mara_noshaping.pt",
     "mat-dec": "ablation/mat_dec.pt",
 }
-"""MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``): each ablation
-continues the shipped MARA for the same PPO budget with one change (``mara-ft``: none, the
-control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
+"""MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-2m`` is
+MARA after 2.0M PPO steps (the previous default); each ablation continues it for the same
+300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
 ``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
 ``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""
 
