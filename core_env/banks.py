@@ -115,7 +115,6 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@lru_cache(maxsize=None)
 def _manifest(data_dir: Path) -> dict:
     path = data_dir / MANIFEST
     try:
@@ -242,8 +241,7 @@ class _Placement:
             self.ys.append(np.log(s))
             self.records.append(rec)
             used.append(int(i))
-        self.index = np.array(used, dtype=np.int64)
-        """Bank index of each placed curve."""
+        self.index = np.array(used, dtype=np.int64)  # bank index of each placed curve
         if not self.x:
             raise BankError(f"{bank.path}: no curve of the {split} split has a record point")
 

@@ -36,8 +36,9 @@ MARA_CHECKPOINTS = {
 }
 """MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-2m`` is
 MARA after 2.0M PPO steps (the previous default); each ablation continues it for the same
-300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
-``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
+300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast
+columns instead of FM; ``mara-noshaping``: beta = 0; ``mat-dec``: independent per-node heads,
+no conditioning on earlier nodes). See
 ``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""
 
 

@@ -36,9 +36,10 @@ import csv
 import hashlib
 import importlib.util
 import json
+import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,23 @@ def load_raw(path: Path) -> list[dict[str, Any]]:
         return [{"group": str(g), "label": str(lab), "work": z["work"][off[i]:off[i + 1]],
                  "loss": z["loss"][off[i]:off[i + 1]]}
                 for i, (g, lab) in enumerate(zip(z["groups"], z["labels"]))]
+
+
+def generator_main(description: str, specs: Sequence[Any],
+                   generate: Callable[..., list[dict[str, Any]]],
+                   argv: Sequence[str] | None = None) -> None:
+    """The command line of a curve generator module (``rl_curves``, ``vision_curves``):
+    generate its runs (or the first ``--limit``) and write them with :func:`save_raw`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, required=True, help=".npz file to write")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N specs")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    curves = generate(tuple(specs)[:args.limit], progress=not args.quiet)
+    save_raw(args.out, curves)
+    print(f"{len(curves)} curves in {time.perf_counter() - start:.1f} s -> {args.out}",
+          file=sys.stderr)
 
 
 def generated_curves(name: str, raw_dir: Path | None) -> list[dict[str, Any]]:

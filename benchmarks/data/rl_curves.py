@@ -58,13 +58,11 @@ updates, in the trajectory.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -303,19 +301,11 @@ def generate(specs: Sequence[RunSpec] = SPECS, progress: bool = True) -> list[di
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: generate the bank (or its first ``--limit`` runs) and save it (``benchmarks.data.prepare.save_raw``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="output .npz file")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N specs")
-    args = parser.parse_args(argv)
-    specs = SPECS if args.limit is None else SPECS[:args.limit]
-    start = time.perf_counter()
-    curves = generate(specs)
-    from benchmarks.data.prepare import save_raw
+    """Command line: generate the bank (or its first ``--limit`` runs) and write it as
+    ``--out FILE.npz`` (``benchmarks.data.prepare.generator_main``)."""
+    from benchmarks.data.prepare import generator_main
 
-    save_raw(args.out, curves)
-    print(f"{len(curves)} curves in {time.perf_counter() - start:.1f}s -> {args.out}",
-          file=sys.stderr)
+    generator_main(__doc__.splitlines()[0], SPECS, generate, argv)
 
 
 if __name__ == "__main__":

@@ -42,14 +42,12 @@ given machine (seeded, CPU, one thread), so rerunning a spec gives the same curv
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import random
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -358,17 +356,11 @@ def generate(specs: Iterable[RunSpec] = SPECS, progress: bool = True) -> list[di
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: generate the bank (or its first ``--limit`` runs) and save it (``benchmarks.data.prepare.save_raw``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help=".npz file to write")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N specs")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
-    curves = generate(SPECS[:args.limit], progress=not args.quiet)
-    from benchmarks.data.prepare import save_raw
+    """Command line: generate the bank (or its first ``--limit`` runs) and write it as
+    ``--out FILE.npz`` (``benchmarks.data.prepare.generator_main``)."""
+    from benchmarks.data.prepare import generator_main
 
-    save_raw(args.out, curves)
-    print(f"wrote {len(curves)} curves to {args.out}", file=sys.stderr)
+    generator_main(__doc__.splitlines()[0], SPECS, generate, argv)
 
 
 if __name__ == "__main__":
