@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from mara_agents.mat import split_observations
+from mara_agents.mat_numpy import NumpyMAT
 from mara_agents.ppo import load_checkpoint, model_from_checkpoint
 
 DEFAULT_CHECKPOINT = "mara_default.pt"
@@ -72,6 +73,7 @@ class MARAPolicy:
         blob = load_checkpoint(path)
         self.layout = wrapper.layout
         self.model = model_from_checkpoint(blob, self.layout, str(path))
+        self.greedy = NumpyMAT(self.model)  # greedy decoding in numpy (same actions)
         self.train_config = blob["train_config"]
         self.agents = list(env.possible_agents)
         self.deterministic = deterministic
@@ -94,7 +96,7 @@ class MARAPolicy:
         mask = np.stack([observations[a]["action_mask"] for a in self.agents])[None]
         x = split_observations(obs, mask, self.layout)
         if self.deterministic:
-            actions = self.model.act_greedy_numpy(x)
+            actions = self.greedy.act(x)
         else:
             with torch.inference_mode():
                 actions = self.model.act(x, generator=self.generator)[0].numpy()

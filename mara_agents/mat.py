@@ -281,46 +281,6 @@ class MAT(nn.Module):
             prev[rows, a] = 1.0
         return actions, logps, values
 
-    @torch.inference_mode()
-    def act_greedy_numpy(self, x: Inputs) -> np.ndarray:
-        """Greedy decoding with the per-position loop in numpy: the same arithmetic as
-        ``act(x, deterministic=True)`` (tested equal) at a fraction of the per-op overhead,
-        for single-environment inference. Returns int64[B, N]."""
-        h, tok, _ = self.encode(x)
-        qk, a_node, a_tok = (t.numpy() for t in self._pointer(h, tok))
-        lin = self.phi[0]
-        w, bias = lin.weight.numpy(), lin.bias.numpy()  # [m, N_COND], [m]
-        mask = x.mask.numpy()
-        speed = x.speed.numpy()
-        left0 = self._left0(x.cap).numpy()
-        b, n, k1 = mask.shape
-        nn_ = float(self.n_nodes)
-        count = np.zeros((b, k1), dtype=np.float32)
-        speed_sum = np.zeros((b, k1), dtype=np.float32)
-        prev = np.zeros((b, k1), dtype=np.float32)
-        rows = np.arange(b)
-        actions = np.zeros((b, n), dtype=np.int64)
-        ar = self.config.autoregressive
-        for i in range(n):
-            left = left0 - count
-            if ar:
-                cond = np.stack([count / nn_, speed_sum / nn_, left / nn_, prev], axis=-1)
-                legal = mask[:, i] & (left > 0.5)
-                legal[:, 0] = True
-            else:
-                cond = np.zeros((b, k1, N_COND), dtype=np.float32)
-                legal = mask[:, i]
-            phi = np.tanh(cond @ w.T + bias)
-            s = qk[:, i] + ((a_node[:, i, None, :] + a_tok) * phi).sum(-1)
-            s = np.where(legal, s, -1e9)
-            a = s.argmax(axis=-1)
-            actions[:, i] = a
-            count[rows, a] += 1.0
-            speed_sum[rows, a] += speed[:, i]
-            prev[:] = 0.0
-            prev[rows, a] = 1.0
-        return actions
-
     def evaluate(self, x: Inputs, actions: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher-forced pass over given joint actions int64[B, N].

@@ -178,11 +178,14 @@ class PPOConfig:
         return json.loads(json.dumps(asdict(self)))
 
 
-def make_forecaster(name: str) -> Any:
-    """The forecaster behind the forecast columns (``fm`` or ``wls``)."""
+def make_forecaster(name: str, fm_steps: int | None = None) -> Any:
+    """The forecaster behind the forecast columns (``fm`` or ``wls``); ``fm_steps``
+    overrides the FM sampler's ODE steps (None: the checkpoint's 10)."""
     if name == "fm":
         from mara_agents.forecast import FlowMatchingForecaster
-        return FlowMatchingForecaster.pretrained()
+        if fm_steps is None:
+            return FlowMatchingForecaster.pretrained()
+        return FlowMatchingForecaster.pretrained(steps=fm_steps)
     if name == "wls":
         from core_env.forecast import WLSForecaster
         return WLSForecaster()

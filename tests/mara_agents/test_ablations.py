@@ -39,3 +39,18 @@ def test_make_policy_builds_each_ablation_in_its_own_forecast_wrapper():
     assert 0.0 <= stats["completion_rate"] <= 1.0
     with pytest.raises(ValueError, match="mat-dec"):
         make_policy("mat-enc", core_env.parallel_env(preset="CoRE-v0"))
+
+
+def test_mara_forecasts_with_the_training_ode_steps_unless_told_otherwise():
+    from mara_agents.forecast import FlowMatchingForecaster
+
+    trained = FlowMatchingForecaster.pretrained().sampler.steps
+    env, _ = make_policy("mara", core_env.parallel_env(preset="CoRE-v0"))
+    assert isinstance(env.forecaster, FlowMatchingForecaster)
+    assert env.forecaster.sampler.steps == trained
+    env, _ = make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), fm_steps=3)
+    assert env.forecaster.sampler.steps == 3
+    # the steps belong to the forecaster make_policy builds, not to one passed in
+    with pytest.raises(ValueError, match="fm_steps"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), fm_steps=3,
+                    forecaster=FlowMatchingForecaster.pretrained())

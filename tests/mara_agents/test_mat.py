@@ -10,6 +10,7 @@ import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster
 from core_env.forecast.cache import ForecastCache
 from core_env.masks import sequential_masks
+from mara_agents.mat_numpy import NumpyMAT
 from mara_agents.mat import (MAT, Inputs, MATConfig, init_weights, inputs_from_batched,
                              split_observations)
 from mara_agents.ppo import wrapped_layout
@@ -119,7 +120,29 @@ def test_numpy_greedy_path_equals_the_torch_greedy_path(autoregressive):
     m = _model(autoregressive=autoregressive)
     with torch.no_grad():
         ref = m.act(x, deterministic=True)[0].numpy()
-    assert np.array_equal(m.act_greedy_numpy(x), ref)
+        h, tok, _ = m.encode(x)
+    fast = NumpyMAT(m)
+    h_np, tok_np, pad = fast.encode(x.glob.numpy(), x.nodes.numpy(), x.tasks.numpy())
+    assert np.allclose(h_np, h.numpy(), atol=1e-5)
+    present = ~pad  # padded task tokens are never chosen nor attended to
+    assert np.allclose(tok_np[present], tok.numpy()[present], atol=1e-5)
+    assert np.array_equal(fast.act(x), ref)
+    # one environment at a time (how MARAPolicy calls it) gives the same actions
+    one = [fast.act(Inputs(*(t[i:i + 1] for t in x))) for i in range(8)]
+    assert np.array_equal(np.concatenate(one), ref[:8])
+
+
+def test_numpy_snapshot_does_not_follow_later_weight_changes():
+    x = _random_inputs(32, seed=12)
+    m = _model()
+    fast = NumpyMAT(m)
+    before = fast.act(x)
+    with torch.no_grad():
+        m.q_node.weight.neg_()
+        changed = m.act(x, deterministic=True)[0].numpy()
+    assert not np.array_equal(changed, before)
+    assert np.array_equal(fast.act(x), before)
+    assert np.array_equal(NumpyMAT(m).act(x), changed)
 
 
 def test_greedy_decoding_is_deterministic():
