@@ -28,6 +28,7 @@ POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortes
 
 MARA_CHECKPOINTS = {
     "mara": "mara_default.pt",
+    "mara-staged": "ablation/mara_staged.pt",
     "mara-2m": "ablation/mara_2m.pt",
     "mara-ft": "ablation/mara_ft.pt",
     "mara-wls": "ablation/mara_wls.pt",

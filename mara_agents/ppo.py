@@ -61,15 +61,17 @@ class PPOConfig:
 
     preset: str = "CoRE-v0"
     """Environment preset to train on."""
-    shaping_beta: float = 1.0
-    """Shaping weight beta of the reward (0: the ``no shaping`` ablation)."""
+    shaping_beta: float = 0.0
+    """Shaping weight beta of the reward: 0 (the default) trains on the completion count
+    alone; 1 is SPEC §3's log-progress shaping, which trained slower and idled nodes
+    (docs/mara.md)."""
     forecaster: str = "fm"
     """Forecast columns: ``fm`` (the shipped flow-matching forecaster) or ``wls`` (LARA's
     estimator; the ``MARA with WLS`` ablation)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
-    env_steps: int = 2_000_000
-    """Environment steps (slots x environments) to train for."""
+    env_steps: int = 1_900_000
+    """PPO environment steps (slots x environments) to train for."""
     num_envs: int = 32
     """Environments stepped together."""
     rollout_len: int = 32
@@ -96,7 +98,7 @@ class PPOConfig:
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Gradient-norm clip."""
-    imitation_iters: int = 10
+    imitation_iters: int = 6
     """Stage 1: DAgger iterations imitating the oracle-informed greedy teacher before PPO
     (0: PPO from scratch; see :mod:`mara_agents.imitation`)."""
     imitation_steps: int = 64

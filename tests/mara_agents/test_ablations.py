@@ -54,3 +54,33 @@ def test_mara_forecasts_with_the_training_ode_steps_unless_told_otherwise():
     with pytest.raises(ValueError, match="fm_steps"):
         make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), fm_steps=3,
                     forecaster=FlowMatchingForecaster.pretrained())
+
+
+def test_mara_train_defaults_are_the_shipped_recipe():
+    """``mara-train`` with no flags reproduces the shipped checkpoint's configuration (all but
+    where it writes and whether it shows a progress bar)."""
+    from dataclasses import asdict
+
+    from mara_agents.mara import checkpoint_path
+    from mara_agents.ppo import PPOConfig
+
+    shipped = load_checkpoint(checkpoint_path())
+    defaults = PPOConfig().to_dict()
+    trained = dict(shipped["train_config"])
+    for free in ("out", "progress"):
+        defaults.pop(free), trained.pop(free)
+    assert trained == defaults
+    assert shipped["env_steps"] >= PPOConfig().env_steps  # it ran to the end
+    assert asdict(PPOConfig().model) == shipped["mat_config"]
+
+
+def test_the_staged_checkpoint_is_the_previous_default():
+    blob = load_checkpoint(checkpoint_path_of("mara-staged"))
+    assert blob["train_config"]["shaping_beta"] == 0.0
+    assert blob["env_steps"] == 900_096  # its last stage; 2.0M shaped steps came before
+    assert "optimizer" not in blob  # weights only
+
+
+def checkpoint_path_of(name):
+    from mara_agents.mara import checkpoint_path
+    return checkpoint_path(MARA_CHECKPOINTS[name])
