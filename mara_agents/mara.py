@@ -23,7 +23,7 @@ import torch
 
 from mara_agents.mat import split_observations
 from mara_agents.mat_numpy import NumpyMAT
-from mara_agents.ppo import load_checkpoint, model_from_checkpoint
+from mara_agents.ppo import load_checkpoint, model_from_checkpoint, train_config
 
 DEFAULT_CHECKPOINT = "mara_default.pt"
 """File name of the shipped checkpoint in ``mara_agents/checkpoints``."""
@@ -34,10 +34,11 @@ def checkpoint_path(name: str = DEFAULT_CHECKPOINT) -> Path:
     return Path(str(resources.files("mara_agents") / "checkpoints" / name))
 
 
-def checkpoint_forecaster(checkpoint: str | Path | None = None) -> str:
-    """The forecaster (``"fm"`` or ``"wls"``) a checkpoint was trained with."""
-    blob = load_checkpoint(checkpoint or checkpoint_path())
-    return str(blob["train_config"]["forecaster"])
+def checkpoint_forecaster(checkpoint: str | Path | None = None) -> tuple[str, int, int]:
+    """The forecaster (``"fm"`` or ``"wls"``) a checkpoint was trained with, and the FM
+    sampler's ODE steps and samples."""
+    cfg = train_config(load_checkpoint(checkpoint or checkpoint_path()))
+    return str(cfg["forecaster"]), int(cfg["fm_steps"]), int(cfg["fm_samples"])
 
 
 class MARAPolicy:
@@ -74,7 +75,7 @@ class MARAPolicy:
         self.layout = wrapper.layout
         self.model = model_from_checkpoint(blob, self.layout, str(path))
         self.greedy = NumpyMAT(self.model)  # greedy decoding in numpy (same actions)
-        self.train_config = blob["train_config"]
+        self.train_config = train_config(blob)
         self.agents = list(env.possible_agents)
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(0)

@@ -116,9 +116,9 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
             ``OracleForecaster``.
         **kwargs: passed to the policy's constructor (e.g. ``explore_obs=4`` for ``lara``;
             ``checkpoint=`` and ``deterministic=`` for MARA). For MARA, ``fm_steps=``
-            sets the ODE steps of the FM forecaster it builds (default: the FM
-            checkpoint's 10, what MARA was trained with; fewer are faster and cost
-            completions, see docs/mara.md).
+            sets the ODE steps of the FM forecaster it builds (default: what the MARA
+            checkpoint was trained with; fewer are faster and cost completions, see
+            docs/mara.md).
 
     Returns:
         ``(env_to_use, policy)``: ``env`` itself, or ``env`` wrapped for forecasts.
@@ -171,8 +171,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
 def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                **kwargs: Any) -> tuple[Any, Policy]:
     """MARA (``checkpoint=`` a path, default the shipped one) in the cached forecast wrapper
-    its checkpoint was trained with (see :mod:`mara_agents.mara`); an FM forecaster it
-    builds samples with ``fm_steps`` ODE steps (default: the FM checkpoint's)."""
+    its checkpoint was trained with (see :mod:`mara_agents.mara`), with the FM sampler
+    settings it was trained with (``fm_steps`` overrides the ODE steps)."""
     from core_env.forecast import LossForecastWrapper
     from mara_agents.mara import MARAPolicy, checkpoint_forecaster
     from mara_agents.ppo import make_forecaster
@@ -183,8 +183,8 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                          "pass a plain env and no forecaster, or set the steps on yours")
     if wrapped is None:
         if forecaster is None:
-            forecaster = make_forecaster(checkpoint_forecaster(kwargs.get("checkpoint")),
-                                         fm_steps=fm_steps)
+            name, steps, samples = checkpoint_forecaster(kwargs.get("checkpoint"))
+            forecaster = make_forecaster(name, fm_steps=fm_steps or steps, fm_samples=samples)
         env = LossForecastWrapper(env, forecaster, cache=True)
     elif forecaster is not None:
         raise ValueError("forecaster: the env already has a LossForecastWrapper; pass a plain "

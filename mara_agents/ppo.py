@@ -68,6 +68,11 @@ class PPOConfig:
     forecaster: str = "fm"
     """Forecast columns: ``fm`` (the shipped flow-matching forecaster) or ``wls`` (LARA's
     estimator; the ``MARA with WLS`` ablation)."""
+    fm_steps: int = 10
+    """ODE (Euler) steps of the FM sampler behind the columns (the FM checkpoint's own
+    setting is 10). Stored in the checkpoint; MARA forecasts with it at inference too."""
+    fm_samples: int = 32
+    """Samples per forecast of the FM sampler (the FM checkpoint's own setting is 32)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
     env_steps: int = 1_900_000
@@ -146,7 +151,8 @@ class PPOConfig:
             raise ValueError(f"init_decoder: expected one of {INIT_DECODERS}, "
                              f"got {self.init_decoder!r}")
         for name in ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
-                     "checkpoint_every", "imitation_steps", "imitation_epochs"):
+                     "checkpoint_every", "imitation_steps", "imitation_epochs", "fm_steps",
+                     "fm_samples"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
@@ -180,14 +186,16 @@ class PPOConfig:
         return json.loads(json.dumps(asdict(self)))
 
 
-def make_forecaster(name: str, fm_steps: int | None = None) -> Any:
-    """The forecaster behind the forecast columns (``fm`` or ``wls``); ``fm_steps``
-    overrides the FM sampler's ODE steps (None: the checkpoint's 10)."""
+def make_forecaster(name: str, fm_steps: int | None = None, fm_samples: int | None = None
+                    ) -> Any:
+    """The forecaster behind the forecast columns (``fm`` or ``wls``); ``fm_steps`` and
+    ``fm_samples`` override the FM sampler's ODE steps and samples (None: the FM
+    checkpoint's 10 and 32; WLS has neither)."""
     if name == "fm":
         from mara_agents.forecast import FlowMatchingForecaster
-        if fm_steps is None:
-            return FlowMatchingForecaster.pretrained()
-        return FlowMatchingForecaster.pretrained(steps=fm_steps)
+        overrides = {k: v for k, v in (("steps", fm_steps), ("samples", fm_samples))
+                     if v is not None}
+        return FlowMatchingForecaster.pretrained(**overrides)
     if name == "wls":
         from core_env.forecast import WLSForecaster
         return WLSForecaster()
@@ -309,6 +317,17 @@ def save_checkpoint(path: Path, model: MAT, layout: Layout, cfg: PPOConfig, norm
     tmp.replace(path)
 
 
+LEGACY_CONFIG = {"fm_steps": 10, "fm_samples": 32}
+"""Values of config fields added after checkpoints were shipped, for checkpoints that
+predate them (what those runs used)."""
+
+
+def train_config(blob: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's training config as a dict, with :data:`LEGACY_CONFIG` filled in for
+    fields it predates."""
+    return {**LEGACY_CONFIG, **blob["train_config"]}
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a MARA checkpoint safely (``weights_only=True``) and check its format.
 
@@ -361,7 +380,8 @@ class Trainer:
         self.env = core_env.BatchedCoreEnv(cfg.env_config(), cfg.num_envs, seed=cfg.seed)
         self.plain_layout = self.env.layout
         self.layout = wrapped_layout(self.plain_layout)
-        self.forecaster = make_forecaster(cfg.forecaster) if forecaster is None else forecaster
+        self.forecaster = (make_forecaster(cfg.forecaster, cfg.fm_steps, cfg.fm_samples)
+                           if forecaster is None else forecaster)
         self.cache = ForecastCache(self.forecaster, cfg.num_envs, self.layout.n_slots)
         self.model = MAT(cfg.model, self.layout)
         init_weights(self.model, self.gen)
@@ -396,7 +416,7 @@ class Trainer:
 
     def _resume(self, path: Path) -> None:
         blob = load_checkpoint(path)
-        saved = dict(blob["train_config"])
+        saved = train_config(blob)
         mine = self.cfg.to_dict()
         ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every", "init"}
         diff = [k for k in mine if k not in ignore and saved.get(k) != mine[k]]

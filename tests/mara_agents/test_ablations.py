@@ -62,11 +62,11 @@ def test_mara_train_defaults_are_the_shipped_recipe():
     from dataclasses import asdict
 
     from mara_agents.mara import checkpoint_path
-    from mara_agents.ppo import PPOConfig
+    from mara_agents.ppo import PPOConfig, train_config
 
     shipped = load_checkpoint(checkpoint_path())
     defaults = PPOConfig().to_dict()
-    trained = dict(shipped["train_config"])
+    trained = train_config(shipped)
     for free in ("out", "progress"):
         defaults.pop(free), trained.pop(free)
     assert trained == defaults

@@ -208,3 +208,27 @@ def test_help_lists_every_flag(entry, capsys):
         importlib.import_module(entry).main(["--help"])
     assert e.value.code == 0
     assert "--seed" in capsys.readouterr().out
+
+
+def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
+    """A run trained on cheaper FM columns is evaluated on the same columns; an old
+    checkpoint without the fields reads as the FM checkpoint's own settings."""
+    from mara_agents.forecast import FlowMatchingForecaster
+    from mara_agents.ppo import train_config
+
+    out = tmp_path / "fm"
+    flags = [a for a in TINY if a not in ("wls",)]
+    flags[flags.index("--forecaster") + 1:flags.index("--forecaster") + 1] = ["fm"]
+    assert main([*flags, "--env-steps", "64", "--imitation-iters", "0", "--fm-steps", "2",
+                 "--fm-samples", "4", "--out", str(out)]) == 0
+    env, pol = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                           checkpoint=out / "last.pt")
+    assert isinstance(env.forecaster, FlowMatchingForecaster)
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (2, 4)
+    assert run_episode(env, pol, seed=1)["capacity_conflicts"] == 0
+    env, _ = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                         checkpoint=out / "last.pt", fm_steps=5)
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 4)
+    blob = torch.load(out / "last.pt", weights_only=True)
+    del blob["train_config"]["fm_steps"], blob["train_config"]["fm_samples"]
+    assert train_config(blob)["fm_steps"] == 10 and train_config(blob)["fm_samples"] == 32
