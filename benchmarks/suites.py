@@ -33,8 +33,8 @@ from benchmarks.harness import EpisodeSpec, run_episode_spec, run_episodes, writ
 
 from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table order)
 
-ABLATION_POLICIES = ("lara", "mara", "mara-staged", "mara-2m", "mara-ft", "mara-wls",
-                     "mara-noshaping", "mat-dec")
+ABLATION_POLICIES = ("lara", "mara", "mara-fast", "mara-staged", "mara-2m", "mara-ft",
+                     "mara-wls", "mara-noshaping", "mat-dec")
 """The ``ablation`` suite's policies (see ``mara_agents.policy.MARA_CHECKPOINTS``)."""
 
 SUITES = {

@@ -84,3 +84,19 @@ def test_the_staged_checkpoint_is_the_previous_default():
 def checkpoint_path_of(name):
     from mara_agents.mara import checkpoint_path
     return checkpoint_path(MARA_CHECKPOINTS[name])
+
+
+def test_the_fast_variant_runs_on_the_cheaper_fm_sampler_it_was_trained_with():
+    from mara_agents.forecast import FlowMatchingForecaster
+    from mara_agents.ppo import PPOConfig, train_config
+
+    blob = load_checkpoint(checkpoint_path_of("mara-fast"))
+    cfg = train_config(blob)
+    assert (cfg["fm_steps"], cfg["fm_samples"]) == (5, 16)
+    # otherwise the shipped recipe
+    same = {k: v for k, v in PPOConfig().to_dict().items()
+            if k not in ("fm_steps", "fm_samples", "out", "progress")}
+    assert {k: cfg[k] for k in same} == same
+    env, policy = make_policy("mara-fast", core_env.parallel_env(preset="CoRE-v0"))
+    assert isinstance(env.forecaster, FlowMatchingForecaster)
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 16)
