@@ -73,11 +73,22 @@ def uninterrupted(tmp_path_factory) -> Path:
     return out
 
 
+def _as_from_a_shell() -> None:
+    """In the child before exec: SIGINT delivered and handled by default, as for a command
+    started from a shell. A process inherits its parent's blocked-signal mask and ignored
+    signals across exec, and libraries loaded by earlier tests in this pytest process can
+    leave SIGINT blocked or ignored in it (in full CI runs both SIGINT cases then ran to the
+    end and exited 0; alone they pass)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def kill_mid_run(out: Path, workers: int, sig: int, after: int) -> int:
     """Start the benchmark, send ``sig`` to its process group once ``after`` episodes are
     written, and return its exit status."""
     proc = subprocess.Popen(bench_command(out, workers), cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_as_from_a_shell)
     try:
         deadline = time.monotonic() + 120
         while len(episode_files(out)) < after and proc.poll() is None:
