@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mara_agents.mat import N_COND
+
 if TYPE_CHECKING:
     from mara_agents.mat import MAT, Inputs
 
@@ -178,7 +180,7 @@ class NumpyMAT:
         speed_sum = [np.float32(0.0)] * k1
         left = [nn_] + [float(c) for c in cap]
         prev = [0.0] * k1
-        cond = np.zeros((k1, 4), dtype=np.float32)
+        cond = np.zeros((k1, N_COND), dtype=np.float32)
         cond[:, 2] = np.asarray(left, dtype=np.float32) / np.float32(nn_)
         phi = np.tanh(cond @ self.phi_w + self.phi_b)  # [K+1, m]
         cap_ok = np.asarray(left) > 0.5

@@ -38,9 +38,9 @@ MARA_CHECKPOINTS = {
 }
 """MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-fast``
 is the shipped recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
-16``): within 3x LARA's inference time, 1.7 points lower at the training load.
+16``): within 3x LARA's inference time, 1.0 point lower at the training load (seeds 0-49).
 ``mara-staged`` is the previous default (94 minutes of training in six steps). ``mara-2m`` is
-MARA after 2.0M PPO steps (the previous default); each ablation continues it for the same
+MARA after 2.0M PPO steps (the default before ``mara-staged``); each ablation continues it for the same
 300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast
 columns instead of FM; ``mara-noshaping``: beta = 0; ``mat-dec``: independent per-node heads,
 no conditioning on earlier nodes). See
@@ -188,7 +188,11 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
     if wrapped is None:
         if forecaster is None:
             name, steps, samples = checkpoint_forecaster(kwargs.get("checkpoint"))
-            forecaster = make_forecaster(name, fm_steps=fm_steps or steps, fm_samples=samples)
+            if fm_steps is not None and name != "fm":
+                raise ValueError(f"fm_steps: this checkpoint reads {name} forecasts, which "
+                                 f"have no ODE steps")
+            forecaster = make_forecaster(name, fm_steps=steps if fm_steps is None else fm_steps,
+                                         fm_samples=samples)
         env = LossForecastWrapper(env, forecaster, cache=True)
     elif forecaster is not None:
         raise ValueError("forecaster: the env already has a LossForecastWrapper; pass a plain "

@@ -100,3 +100,10 @@ def test_the_fast_variant_runs_on_the_cheaper_fm_sampler_it_was_trained_with():
     env, policy = make_policy("mara-fast", core_env.parallel_env(preset="CoRE-v0"))
     assert isinstance(env.forecaster, FlowMatchingForecaster)
     assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 16)
+
+
+def test_bad_fm_steps_are_refused_not_ignored():
+    with pytest.raises(ValueError, match="steps"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), fm_steps=0)
+    with pytest.raises(ValueError, match="fm_steps.*wls"):
+        make_policy("mara-wls", core_env.parallel_env(preset="CoRE-v0"), fm_steps=5)
