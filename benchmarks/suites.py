@@ -33,13 +33,13 @@ from benchmarks.harness import EpisodeSpec, run_episode_spec, run_episodes, writ
 
 from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table order)
 
-ABLATION_POLICIES = ("lara", "mara", "mara-fast", "mara-staged", "mara-2m", "mara-ft",
+ABLATION_POLICIES = ("lara", "mara", "mara-fast", "mara-d32", "mara-staged", "mara-2m", "mara-ft",
                      "mara-wls", "mara-noshaping", "mat-dec")
 """The ``ablation`` suite's policies (see ``mara_agents.policy.MARA_CHECKPOINTS``)."""
 
 SUITES = {
     "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False,
-                "mara": False},
+                "mara": True},
     "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
                              "CoRE-Real-v0", "CoRE-RealTrace-v0"),
                  "seeds": 50, "bound": True, "mara": True},
@@ -47,9 +47,7 @@ SUITES = {
                  "bound": False, "policies": ABLATION_POLICIES, "reference": "mara-ft"},
 }
 """Suites with ``"mara": True`` also run MARA (after LARA in the tables) when its shipped
-checkpoint is present (:func:`suite_policies`). The ``default`` suite (``make demo``, whose
-output the README shows and a test checks) keeps to the baselines for now: MARA's FM
-forecasts go through torch, whose float results can differ between CPUs."""
+checkpoint is present (:func:`suite_policies`): ``default`` (``make demo``) and ``schedule``."""
 
 
 def suite_policies(suite: str) -> tuple[str, ...]:

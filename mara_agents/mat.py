@@ -50,13 +50,13 @@ N_COND = 4
 class MATConfig:
     """Sizes of the MAT (stored in every checkpoint)."""
 
-    d_model: int = 32
+    d_model: int = 64
     """Token width."""
-    heads: int = 2
+    heads: int = 4
     """Attention heads (must divide d_model)."""
     enc_layers: int = 1
     """Transformer layers over tasks, then node-over-(nodes, tasks) layers."""
-    ff: int = 64
+    ff: int = 128
     """Feed-forward width in the transformer layers."""
     dec_hidden: int = 8
     """Width m of the conditioning embedding phi(c_ij) in the pointer score."""

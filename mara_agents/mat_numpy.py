@@ -1,7 +1,7 @@
 """Greedy MARA inference in numpy: the MAT's encoder and greedy decoder on a snapshot of its
 weights, for single-environment scheduling (:class:`~mara_agents.mara.MARAPolicy`).
 
-At batch size 1 the MAT's tensors are tiny (33 tokens of width 32), so torch's per-operation
+At batch size 1 the MAT's tensors are tiny (33 tokens of width 64), so torch's per-operation
 dispatch, not arithmetic, dominates its cost; numpy's per-operation cost is several times
 lower. :class:`NumpyMAT` computes what :meth:`MAT.act` with ``deterministic=True`` computes
 (the same layers, masks and pointer score, tested to give the same actions and logits to

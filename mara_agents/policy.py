@@ -29,6 +29,7 @@ POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortes
 MARA_CHECKPOINTS = {
     "mara": "mara_default.pt",
     "mara-fast": "ablation/mara_fast.pt",
+    "mara-d32": "ablation/mara_d32.pt",
     "mara-staged": "ablation/mara_staged.pt",
     "mara-2m": "ablation/mara_2m.pt",
     "mara-ft": "ablation/mara_ft.pt",
@@ -37,11 +38,12 @@ MARA_CHECKPOINTS = {
     "mat-dec": "ablation/mat_dec.pt",
 }
 """MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-fast``
-is the shipped recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
-16``): within 3x LARA's inference time, 1.0 point lower at the training load (seeds 0-49).
-``mara-staged`` is the previous default (94 minutes of training in six steps). ``mara-2m`` is
-MARA after 2.0M PPO steps (the default before ``mara-staged``); each ablation continues it for the same
-300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast
+is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
+16``): within 3x LARA's inference time, 3.9 points lower than MARA at the training load.
+``mara-d32`` is the previous default: the same command with a MAT half as wide (width 32) and
+1.9M PPO steps. ``mara-staged`` is the default before it (94 minutes of training in six steps).
+``mara-2m`` is MARA after 2.0M PPO steps (the default before ``mara-staged``); each
+ablation continues it for the same 300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast
 columns instead of FM; ``mara-noshaping``: beta = 0; ``mat-dec``: independent per-node heads,
 no conditioning on earlier nodes). See
 ``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""

@@ -75,7 +75,7 @@ class PPOConfig:
     """Samples per forecast of the FM sampler (the FM checkpoint's own setting is 32)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
-    env_steps: int = 1_900_000
+    env_steps: int = 1_300_000
     """PPO environment steps (slots x environments) to train for."""
     num_envs: int = 32
     """Environments stepped together."""
@@ -400,6 +400,16 @@ class Trainer:
             if cfg.init_decoder != "keep":
                 blob["mat_config"] = {**blob["mat_config"],
                                       "autoregressive": cfg.init_decoder == "autoregressive"}
+            mine = cfg.model.to_dict()
+            if cfg.init_decoder != "keep":
+                mine["autoregressive"] = blob["mat_config"]["autoregressive"]
+            diff = {k: v for k, v in blob["mat_config"].items() if mine.get(k) != v}
+            if diff:
+                flags = " ".join((f"--{'' if v else 'no-'}model-{k.replace('_', '-')}"
+                                  if isinstance(v, bool) else f"--model-{k.replace('_', '-')} {v}")
+                                 for k, v in diff.items())
+                raise ValueError(f"init: {cfg.init} is a MAT with other sizes than the "
+                                 f"config's model ({diff}); pass {flags}")
             self.model = model_from_checkpoint(blob, self.layout, cfg.init)
             self.model.train()
             self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, eps=1e-5)

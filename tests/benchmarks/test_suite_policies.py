@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import suites
 
 
-def test_mara_joins_the_schedule_suite_only_when_its_checkpoint_is_shipped(tmp_path,
-                                                                          monkeypatch):
+@pytest.mark.parametrize("suite", ["default", "schedule"])
+def test_mara_joins_the_suite_only_when_its_checkpoint_is_shipped(tmp_path, monkeypatch, suite):
     monkeypatch.setattr(suites.resources, "files", lambda pkg: tmp_path)
-    assert "mara" not in suites.suite_policies("schedule")
+    assert "mara" not in suites.suite_policies(suite)
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "mara_default.pt").write_bytes(b"x")
-    names = suites.suite_policies("schedule")
+    names = suites.suite_policies(suite)
     assert names[names.index("lara") + 1] == "mara"
-    assert "mara" not in suites.suite_policies("default")
+
+
+def test_the_shipped_checkpoint_puts_mara_in_make_demo():
+    assert "mara" in suites.suite_policies("default")
 
 
 def test_ablation_suite_runs_mara_and_its_ablations_paired_against_the_control(tmp_path):

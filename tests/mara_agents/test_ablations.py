@@ -81,6 +81,24 @@ def test_the_staged_checkpoint_is_the_previous_default():
     assert "optimizer" not in blob  # weights only
 
 
+def test_the_d32_checkpoint_is_the_shipped_recipe_on_a_narrower_mat():
+    """mara-d32, the previous default: every training setting as now except the MAT's sizes
+    and the PPO steps."""
+    from dataclasses import asdict
+
+    from mara_agents.ppo import PPOConfig, train_config
+
+    blob = load_checkpoint(checkpoint_path_of("mara-d32"))
+    assert blob["mat_config"] == {**asdict(PPOConfig().model), "d_model": 32, "heads": 2,
+                                  "ff": 64}
+    cfg, now = train_config(blob), PPOConfig().to_dict()
+    for free in ("out", "progress", "model"):
+        cfg.pop(free), now.pop(free)
+    assert {**cfg, "env_steps": now["env_steps"]} == now
+    assert cfg["env_steps"] == 1_900_000 and blob["env_steps"] >= 1_900_000
+    assert "optimizer" not in blob  # weights only
+
+
 def checkpoint_path_of(name):
     from mara_agents.mara import checkpoint_path
     return checkpoint_path(MARA_CHECKPOINTS[name])
@@ -93,10 +111,12 @@ def test_the_fast_variant_runs_on_the_cheaper_fm_sampler_it_was_trained_with():
     blob = load_checkpoint(checkpoint_path_of("mara-fast"))
     cfg = train_config(blob)
     assert (cfg["fm_steps"], cfg["fm_samples"]) == (5, 16)
-    # otherwise the shipped recipe
-    same = {k: v for k, v in PPOConfig().to_dict().items()
-            if k not in ("fm_steps", "fm_samples", "out", "progress")}
+    # otherwise the recipe of mara-d32 (the previous default, width 32)
+    d32 = train_config(load_checkpoint(checkpoint_path_of("mara-d32")))
+    same = {k: v for k, v in d32.items() if k not in ("fm_steps", "fm_samples", "out",
+                                                       "progress")}
     assert {k: cfg[k] for k in same} == same
+    assert blob["mat_config"]["d_model"] == 32 != PPOConfig().model.d_model
     env, policy = make_policy("mara-fast", core_env.parallel_env(preset="CoRE-v0"))
     assert isinstance(env.forecaster, FlowMatchingForecaster)
     assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 16)

@@ -174,6 +174,19 @@ def test_init_from_a_checkpoint_skips_stage_one(tiny_run, tmp_path):
     assert not (tmp_path / "d" / "imitation.pt").exists()
 
 
+def test_init_refuses_a_checkpoint_of_other_model_sizes(tiny_run, tmp_path):
+    """The MAT's sizes are part of the config: --init of a checkpoint with other sizes names
+    the flags that match it instead of silently training another shape."""
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"), "--model-d-model", "32",
+                      "--init", str(tiny_run / "imitation.pt")])
+    with pytest.raises(ValueError, match="--model-d-model 16"):
+        Trainer(cfg)
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"), "--no-model-autoregressive",
+                      "--init", str(tiny_run / "imitation.pt")])
+    with pytest.raises(ValueError, match="--model-autoregressive"):
+        Trainer(cfg)
+
+
 def test_critic_warmup_leaves_the_policy_untouched(tiny_run, tmp_path):
     """During the warm-up updates only the value head changes."""
     cfg = parse_args([*TINY, "--out", str(tmp_path / "w"), "--critic-warmup", "5",
