@@ -106,8 +106,8 @@ def test_demo_comparison_allows_rounding_only_in_torch_policy_rows():
 
 @pytest.mark.slow
 def test_readme_demo_output_is_current():
-    """The README shows what `make demo` prints now (it runs the default suite: about two
-    minutes); MARA's rows may differ by CPU rounding (:func:`demo_mismatches`)."""
+    """The README shows what `make demo` prints now (it runs the default suite: about a
+    minute); MARA's rows may differ by CPU rounding (:func:`demo_mismatches`)."""
     text = README.read_text()
     bad = demo_mismatches(gen.extract(text, "demo-output"), gen.BLOCKS["demo-output"]())
     assert not bad, ("README.md: the `make demo` output is out of date; run "
