@@ -43,9 +43,9 @@ is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5
 ``mara-d32`` is the previous default: the same command with a MAT half as wide (width 32) and
 1.9M PPO steps. ``mara-staged`` is the default before it (94 minutes of training in six steps).
 ``mara-2m`` is MARA after 2.0M PPO steps (the default before ``mara-staged``); each
-ablation continues it for the same 300k PPO steps with one change (``mara-ft``: none, the control; ``mara-wls``: WLS forecast
-columns instead of FM; ``mara-noshaping``: beta = 0; ``mat-dec``: independent per-node heads,
-no conditioning on earlier nodes). See
+ablation continues it for the same 300k PPO steps with one change (``mara-ft``: none, the
+control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
+``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
 ``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""
 
 
