@@ -397,12 +397,11 @@ class Trainer:
             raise ValueError("init: expected '' when resume is set (resume restores weights)")
         if cfg.init:
             blob = load_checkpoint(cfg.init)
-            if cfg.init_decoder != "keep":
-                blob["mat_config"] = {**blob["mat_config"],
-                                      "autoregressive": cfg.init_decoder == "autoregressive"}
             mine = cfg.model.to_dict()
             if cfg.init_decoder != "keep":
-                mine["autoregressive"] = blob["mat_config"]["autoregressive"]
+                mine["autoregressive"] = cfg.init_decoder == "autoregressive"
+                blob["mat_config"] = {**blob["mat_config"],
+                                      "autoregressive": mine["autoregressive"]}
             diff = {k: v for k, v in blob["mat_config"].items() if mine.get(k) != v}
             if diff:
                 flags = " ".join((f"--{'' if v else 'no-'}model-{k.replace('_', '-')}"
