@@ -178,7 +178,8 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                **kwargs: Any) -> tuple[Any, Policy]:
     """MARA (``checkpoint=`` a path, default the shipped one) in the cached forecast wrapper
     its checkpoint was trained with (see :mod:`mara_agents.mara`), with the FM sampler
-    settings it was trained with (``fm_steps`` overrides the ODE steps)."""
+    settings it was trained with (``fm_steps`` overrides the ODE steps), integrated by the
+    numpy sampler (the same columns to float32 rounding, faster for one environment)."""
     from core_env.forecast import LossForecastWrapper
     from mara_agents.mara import MARAPolicy, checkpoint_forecaster
     from mara_agents.ppo import make_forecaster
@@ -194,7 +195,7 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                 raise ValueError(f"fm_steps: this checkpoint reads {name} forecasts, which "
                                  f"have no ODE steps")
             forecaster = make_forecaster(name, fm_steps=steps if fm_steps is None else fm_steps,
-                                         fm_samples=samples)
+                                         fm_samples=samples, fm_backend="numpy")
         env = LossForecastWrapper(env, forecaster, cache=True)
     elif forecaster is not None:
         raise ValueError("forecaster: the env already has a LossForecastWrapper; pass a plain "

@@ -186,16 +186,17 @@ class PPOConfig:
         return json.loads(json.dumps(asdict(self)))
 
 
-def make_forecaster(name: str, fm_steps: int | None = None, fm_samples: int | None = None
-                    ) -> Any:
+def make_forecaster(name: str, fm_steps: int | None = None, fm_samples: int | None = None,
+                    fm_backend: str = "torch") -> Any:
     """The forecaster behind the forecast columns (``fm`` or ``wls``); ``fm_steps`` and
     ``fm_samples`` override the FM sampler's ODE steps and samples (None: the FM
-    checkpoint's 10 and 32; WLS has neither)."""
+    checkpoint's 10 and 32; WLS has neither); ``fm_backend`` is FM's ``backend``
+    (``"numpy"`` for one environment, ``"torch"`` for the batched simulator)."""
     if name == "fm":
         from mara_agents.forecast import FlowMatchingForecaster
         overrides = {k: v for k, v in (("steps", fm_steps), ("samples", fm_samples))
                      if v is not None}
-        return FlowMatchingForecaster.pretrained(**overrides)
+        return FlowMatchingForecaster.pretrained(backend=fm_backend, **overrides)
     if name == "wls":
         from core_env.forecast import WLSForecaster
         return WLSForecaster()

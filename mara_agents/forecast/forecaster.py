@@ -18,8 +18,9 @@ For every task that has been observed and has not yet reached its target:
    sample is multiplied by ``spread`` (a temperature fitted on a validation split of the
    *train* mix and stored in the checkpoint; 1 = raw samples); capped samples stay capped;
 6. report over the S samples, clipped to [0, REMAINING_CAP]: the mean, the 10/50/90%
-   quantiles (``np.quantile``) and ``p_reach``, the fraction of samples with remaining work
-   <= budget and below the cap.
+   quantiles (``np.quantile``'s, read off the sorted samples by :func:`sorted_quantiles`)
+   and ``p_reach``, the fraction of samples with remaining work <= budget and below the
+   cap.
 
 Fallbacks (as :class:`~core_env.forecast.WLSForecaster`): a task never observed (length 0)
 gets REMAINING_CAP with p_reach 0; a task whose latest loss is at or below its target gets 0
@@ -46,6 +47,7 @@ import torch
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
+from mara_agents.forecast.numpy_sampler import NumpySampler
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 """Where the shipped checkpoints live."""
@@ -55,6 +57,9 @@ DEFAULT_CHECKPOINT = "fm_default"
 
 CHECKPOINT_FORMAT = "mara-fm-forecaster/1"
 """Format tag of the checkpoint dict."""
+
+BACKENDS = ("torch", "numpy")
+"""How :class:`FlowMatchingForecaster` integrates the ODE (see its ``backend``)."""
 
 MIN_TAIL_SLOPE = 1e-3
 """A censored sample is extrapolated only if its tail slope (ln loss per ln work) is below
@@ -142,15 +147,24 @@ class FlowMatchingForecaster(BaseForecaster):
         net: the trained network (put in eval mode; not modified).
         sampler: sampling settings.
         seed: seeds the noise of every call.
+        backend: ``"torch"`` integrates the ODE with the network itself; ``"numpy"`` with a
+            numpy snapshot of its weights taken here
+            (:class:`~mara_agents.forecast.numpy_sampler.NumpySampler`: the same samples to
+            float32 rounding, faster for the few tasks of one environment; the network must
+            not change afterwards).
     """
 
     def __init__(self, net: FlowForecastNet, sampler: SamplerConfig | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, backend: str = "torch") -> None:
         if not isinstance(net, FlowForecastNet):
             raise ValueError(f"net: expected a FlowForecastNet, got {type(net).__name__}")
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.net = net.eval()
+        self.backend = backend
+        self._numpy = NumpySampler(net) if backend == "numpy" else None
         self.sampler = sampler if sampler is not None else SamplerConfig()
         self.seed = seed
         if self.sampler.tail_points >= net.cfg.horizon:
@@ -163,22 +177,25 @@ class FlowMatchingForecaster(BaseForecaster):
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
-    def pretrained(cls, name: str = DEFAULT_CHECKPOINT, seed: int = 0,
+    def pretrained(cls, name: str = DEFAULT_CHECKPOINT, seed: int = 0, backend: str = "torch",
                    **sampler_overrides: Any) -> FlowMatchingForecaster:
         """The forecaster shipped in ``mara_agents/forecast/checkpoints/<name>.pt``.
 
         Args:
             name: checkpoint name.
             seed: noise seed.
+            backend: ``"torch"`` or ``"numpy"`` (see the class).
             **sampler_overrides: fields of :class:`SamplerConfig` to change (e.g.
                 ``samples=64``); the stored ``spread`` was calibrated for the stored values.
         """
-        return cls.load(CHECKPOINT_DIR / f"{name}.pt", seed=seed, **sampler_overrides)
+        return cls.load(CHECKPOINT_DIR / f"{name}.pt", seed=seed, backend=backend,
+                        **sampler_overrides)
 
     @classmethod
-    def load(cls, path: str | Path, seed: int = 0, **sampler_overrides: Any
-             ) -> FlowMatchingForecaster:
-        """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``).
+    def load(cls, path: str | Path, seed: int = 0, backend: str = "torch",
+             **sampler_overrides: Any) -> FlowMatchingForecaster:
+        """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``;
+        ``backend`` as for the class).
 
         The file is first checked as a zip archive (torch's container) with every record's
         CRC-32 verified, because ``torch.load`` does not check the CRCs of tensor data: a
@@ -221,7 +238,7 @@ class FlowMatchingForecaster(BaseForecaster):
         if unknown:
             raise ValueError(f"sampler overrides: unknown fields {unknown}; expected fields "
                              f"of SamplerConfig")
-        return cls(net, replace(sampler, **sampler_overrides), seed=seed)
+        return cls(net, replace(sampler, **sampler_overrides), seed=seed, backend=backend)
 
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint dict: format tag, JSON configs and a state dict of tensors."""
@@ -257,6 +274,9 @@ class FlowMatchingForecaster(BaseForecaster):
         gen = torch.Generator().manual_seed(self.seed)
         noise = torch.randn((batch.size, smp.samples, cfg.horizon), generator=gen)
         feats = prefix_features(_take(batch, rows), np.asarray(log_targets)[rows], cfg)
+        if self._numpy is not None:
+            x = self._numpy.sample(feats, noise.numpy()[rows], smp.steps, smp.solver)
+            return x.astype(np.float64) * cfg.x_scale
         with torch.inference_mode():
             x = self.net.sample(torch.from_numpy(feats), noise[torch.from_numpy(rows)],
                                 smp.steps, smp.solver)
@@ -288,9 +308,10 @@ class FlowMatchingForecaster(BaseForecaster):
         for arr in (mean, q10, q50, q90):
             arr[done] = 0.0
         p_reach[done] = 1.0
-        if rows.size:
-            r = widen(self.sample_remaining(batch, log_targets, rows), self.sampler.spread)
-            q = np.quantile(r, (0.1, 0.5, 0.9), axis=1)
+        if rows.size:  # sorted once: widen keeps each row's order
+            r = widen(np.sort(self.sample_remaining(batch, log_targets, rows), axis=1),
+                      self.sampler.spread, presorted=True)
+            q = sorted_quantiles(r, (0.1, 0.5, 0.9))
             mean[rows] = np.clip(r.mean(axis=1), 0.0, REMAINING_CAP)
             q10[rows], q50[rows], q90[rows] = q
             b = np.asarray(budgets, dtype=np.float64)[rows, None]
@@ -298,13 +319,32 @@ class FlowMatchingForecaster(BaseForecaster):
         return RemainingWork(mean=mean, q10=q10, q50=q50, q90=q90, p_reach=p_reach)
 
 
-def widen(r: np.ndarray, spread: float) -> np.ndarray:
+def sorted_quantiles(r: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
+    """``np.quantile(r, qs, axis=1)`` (its default linear method, the same arithmetic) of
+    rows already sorted in ascending order, without numpy's per-call partitioning:
+    float64[len(qs), m]."""
+    s = r.shape[1]
+    out = np.empty((len(qs), r.shape[0]))
+    for i, q in enumerate(qs):
+        v = q * (s - 1)
+        lo = min(int(math.floor(v)), s - 1)
+        hi = min(lo + 1, s - 1)
+        t = v - lo
+        a, b = r[:, lo], r[:, hi]
+        d = b - a  # numpy's _lerp: from the nearer end for t >= 0.5
+        out[i] = b - d * (1.0 - t) if t >= 0.5 else a + d * t
+    return out
+
+
+def widen(r: np.ndarray, spread: float, presorted: bool = False) -> np.ndarray:
     """Calibrate samples: scale the spread of ln r around each task's median sample.
 
     Args:
         r: float[m, S] remaining work per sample in (0, REMAINING_CAP]; samples at the cap
             are "not within sight" and stay there.
         spread: the temperature (1 returns ``r`` unchanged).
+        presorted: rows are sorted in ascending order (the median is read off the middle;
+            the result is then sorted too, since the map is increasing in r).
 
     Returns:
         float64[m, S] in [0, REMAINING_CAP]; rows whose median sample is capped are
@@ -315,7 +355,12 @@ def widen(r: np.ndarray, spread: float) -> np.ndarray:
         return r
     capped = r >= REMAINING_CAP
     log_r = np.log(np.maximum(r, 1e-300))
-    med = np.median(np.where(capped, np.inf, log_r), axis=1, keepdims=True)
+    censored = np.where(capped, np.inf, log_r)
+    if presorted:
+        s = r.shape[1]
+        med = censored[:, (s - 1) // 2: s // 2 + 1].mean(axis=1, keepdims=True)
+    else:
+        med = np.median(censored, axis=1, keepdims=True)
     ok = np.isfinite(med)
     med = np.where(ok, med, 0.0)
     widened = np.exp(np.minimum(med + spread * (log_r - med), 50.0))

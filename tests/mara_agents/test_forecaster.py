@@ -13,7 +13,7 @@ from core_env.forecast import REMAINING_CAP, CurveHistory, Forecaster
 from core_env.forecast.cases import make_cases
 from mara_agents.forecast import (CHECKPOINT_DIR, FlowForecastNet, FlowMatchingForecaster,
                                   ModelConfig, SamplerConfig, crossing_offsets)
-from mara_agents.forecast.forecaster import widen
+from mara_agents.forecast.forecaster import sorted_quantiles, widen
 
 SMALL = ModelConfig(history_len=4, horizon=8, enc_hidden=16, ctx_dim=8, hidden=16)
 
@@ -113,6 +113,21 @@ def test_widen():
     assert w[0, 3] == REMAINING_CAP
 
 
+@pytest.mark.parametrize("s", [1, 2, 5, 32])
+def test_presorted_widen_and_quantiles_equal_numpys(s):
+    """Sorting first, as predict_batch does, gives np.quantile's numbers bit for bit: the
+    widened rows stay sorted and the quantiles use numpy's interpolation."""
+    rng = np.random.default_rng(s)
+    r = np.exp(rng.normal(2.0, 2.0, size=(40, s)))
+    r[rng.random(r.shape) < 0.3] = REMAINING_CAP
+    for spread in (1.0, 0.7, 1.3):
+        ref = np.quantile(widen(r, spread), (0.1, 0.5, 0.9), axis=1)
+        rs = widen(np.sort(r, axis=1), spread, presorted=True)
+        assert np.all(np.diff(rs, axis=1) >= 0)
+        np.testing.assert_array_equal(sorted_quantiles(rs, (0.1, 0.5, 0.9)), ref)
+        np.testing.assert_array_equal(np.sort(widen(r, spread), axis=1), rs)
+
+
 def test_checkpoint_round_trip(tmp_path, cases):
     fm = small_fm(spread=1.3)
     path = tmp_path / "fm.pt"
@@ -169,3 +184,41 @@ def test_pretrained_checkpoint(cases):
     rw = fm.predict_batch(cases.batch, cases.log_targets, np.full(n, 1e9)).check(n)
     ok = np.isfinite(cases.remaining) & (cases.remaining > 0)
     assert rw.q50[ok].min() > 0
+
+
+@pytest.mark.parametrize("solver", ["euler", "midpoint"])
+def test_numpy_backend_matches_torch(cases, solver):
+    """The numpy sampler integrates the same ODE: the same trajectories to float32 rounding
+    (on the shipped network and on a small one with 3 velocity layers), hence the same
+    forecasts up to the rounding that extrapolated crossings amplify; the snapshot is of the
+    weights at construction."""
+    cfg = ModelConfig(history_len=4, horizon=8, enc_hidden=16, enc_layers=2, ctx_dim=8,
+                      hidden=16, layers=3)
+    small = FlowForecastNet.create(cfg, torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        small.out.weight.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(4))
+    shipped = FlowMatchingForecaster.pretrained().net
+    for net in (small, shipped):
+        smp = SamplerConfig(samples=8, steps=5, solver=solver, tail_points=2)
+        fms = [FlowMatchingForecaster(net, smp, seed=2, backend=b) for b in ("torch", "numpy")]
+        rows = np.flatnonzero(cases.batch.length > 0)
+        xs = [fm.sample_trajectories(cases.batch, cases.log_targets, rows) for fm in fms]
+        assert xs[0].shape == xs[1].shape == (rows.size, 8, net.cfg.horizon)
+        scale = np.abs(xs[0]).max()
+        assert scale > 0.1 and np.abs(xs[0] - xs[1]).max() <= 1e-5 * scale
+        n = cases.batch.size
+        rws = [fm.predict_batch(cases.batch, cases.log_targets, np.full(n, 50.0)) for fm in fms]
+        for f in ("q10", "q50", "q90", "mean"):  # extrapolated crossings amplify rounding
+            np.testing.assert_allclose(getattr(rws[1], f), getattr(rws[0], f), rtol=2e-3)
+    fm = FlowMatchingForecaster(small, SamplerConfig(samples=4, steps=2, tail_points=2),
+                                backend="numpy")
+    before = fm.sample_trajectories(cases.batch, cases.log_targets, rows[:3])
+    with torch.no_grad():
+        small.out.bias.add_(1.0)
+    assert np.array_equal(fm.sample_trajectories(cases.batch, cases.log_targets, rows[:3]),
+                          before)
+
+
+def test_bad_backend_is_rejected():
+    with pytest.raises(ValueError, match="backend"):
+        small_fm().__class__(small_fm().net, backend="jax")

@@ -224,8 +224,9 @@ def test_help_lists_every_flag(entry, capsys):
 
 
 def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
-    """A run trained on cheaper FM columns is evaluated on the same columns; an old
-    checkpoint without the fields reads as the FM checkpoint's own settings."""
+    """A run trained on cheaper FM columns is evaluated on the same columns (through the
+    numpy sampler); an old checkpoint without the fields reads as the FM checkpoint's own
+    settings."""
     from mara_agents.forecast import FlowMatchingForecaster
     from mara_agents.ppo import train_config
 
@@ -238,6 +239,7 @@ def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
                            checkpoint=out / "last.pt")
     assert isinstance(env.forecaster, FlowMatchingForecaster)
     assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (2, 4)
+    assert env.forecaster.backend == "numpy"  # one environment: the numpy sampler
     assert run_episode(env, pol, seed=1)["capacity_conflicts"] == 0
     env, _ = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
                          checkpoint=out / "last.pt", fm_steps=5)
