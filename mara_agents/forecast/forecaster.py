@@ -276,11 +276,11 @@ class FlowMatchingForecaster(BaseForecaster):
         feats = prefix_features(_take(batch, rows), np.asarray(log_targets)[rows], cfg)
         if self._numpy is not None:
             x = self._numpy.sample(feats, noise.numpy()[rows], smp.steps, smp.solver)
-            return x.astype(np.float64) * cfg.x_scale
-        with torch.inference_mode():
-            x = self.net.sample(torch.from_numpy(feats), noise[torch.from_numpy(rows)],
-                                smp.steps, smp.solver)
-        return x.numpy().astype(np.float64) * cfg.x_scale
+        else:
+            with torch.inference_mode():
+                x = self.net.sample(torch.from_numpy(feats), noise[torch.from_numpy(rows)],
+                                    smp.steps, smp.solver).numpy()
+        return x.astype(np.float64) * cfg.x_scale
 
     def sample_remaining(self, batch: HistoryBatch, log_targets: np.ndarray,
                          rows: np.ndarray) -> np.ndarray:

@@ -52,6 +52,22 @@ SOLVERS = ("euler", "midpoint")
 """Fixed-step ODE solvers of :meth:`FlowForecastNet.sample`."""
 
 
+def solver_times(steps: int, solver: str) -> np.ndarray:
+    """The times at which a fixed-step solver evaluates the velocity on [0, 1]:
+    float32[steps] ``i dt`` (Euler) or float32[2 steps] ``i dt / 2`` (midpoint), dt = 1 / steps.
+
+    Raises:
+        ValueError: an unknown solver or ``steps < 1``.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver: expected one of {SOLVERS}, got {solver!r}")
+    if steps < 1:
+        raise ValueError(f"steps: expected >= 1, got {steps}")
+    if solver == "euler":
+        return np.arange(steps, dtype=np.float32) * np.float32(1.0 / steps)
+    return np.arange(2 * steps, dtype=np.float32) * np.float32(0.5 / steps)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Representation and network sizes (stored as JSON in every checkpoint)."""
@@ -307,17 +323,10 @@ class FlowForecastNet(nn.Module):
         Returns:
             float[B, S, H] samples x_1 (normalised trajectories).
         """
-        if solver not in SOLVERS:
-            raise ValueError(f"solver: expected one of {SOLVERS}, got {solver!r}")
-        if steps < 1:
-            raise ValueError(f"steps: expected >= 1, got {steps}")
+        tb = self.time_bias(torch.from_numpy(solver_times(steps, solver)).to(x0.dtype))
         velocity = (self._velocity_inplace if not torch.is_grad_enabled() else self.velocity)
         ctx = self.context_bias(self.encode(features))[:, None]  # [B, 1, layers, hidden]
         dt = 1.0 / steps
-        if solver == "euler":
-            tb = self.time_bias(torch.arange(steps, dtype=x0.dtype) * dt)
-        else:
-            tb = self.time_bias(torch.arange(2 * steps, dtype=x0.dtype) * (0.5 * dt))
         x = x0
         for i in range(steps):
             if solver == "euler":

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from mara_agents.forecast.model import SOLVERS, FlowForecastNet
+from mara_agents.forecast.model import FlowForecastNet, solver_times
 
 _HALF = np.float32(0.5)
 
@@ -81,11 +81,7 @@ class NumpySampler:
         hidden]."""
         key = (steps, solver)
         if key not in self._time_bias:
-            dt = np.float32(1.0 / steps)
-            if solver == "euler":
-                t = np.arange(steps, dtype=np.float32) * dt
-            else:
-                t = np.arange(2 * steps, dtype=np.float32) * (np.float32(0.5) * dt)
+            t = solver_times(steps, solver)  # raises on a bad setting, so none is cached
             arg = t[:, None] * self.freqs[None, :]
             emb = np.concatenate([np.sin(arg), np.cos(arg)], axis=1)
             self._time_bias[key] = (emb @ self.time_w).reshape(t.shape[0], self.layers,
@@ -116,12 +112,8 @@ class NumpySampler:
             steps: solver steps (>= 1).
             solver: ``"euler"`` or ``"midpoint"``.
         """
-        if solver not in SOLVERS:
-            raise ValueError(f"solver: expected one of {SOLVERS}, got {solver!r}")
-        if steps < 1:
-            raise ValueError(f"steps: expected >= 1, got {steps}")
-        ctx = self.context_bias(features)[:, None]  # [B, 1, layers, hidden]
         tb = self.time_bias(steps, solver)
+        ctx = self.context_bias(features)[:, None]  # [B, 1, layers, hidden]
         dt = np.float32(1.0 / steps)
         x = np.array(x0, dtype=np.float32)
         for i in range(steps):

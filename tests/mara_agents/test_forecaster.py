@@ -222,3 +222,16 @@ def test_numpy_backend_matches_torch(cases, solver):
 def test_bad_backend_is_rejected():
     with pytest.raises(ValueError, match="backend"):
         small_fm().__class__(small_fm().net, backend="jax")
+
+
+def test_numpy_sampler_rejects_bad_solver_settings():
+    from mara_agents.forecast.numpy_sampler import NumpySampler
+
+    ns = NumpySampler(small_fm().net)
+    feats = np.zeros((1, SMALL.feature_dim), dtype=np.float32)
+    x0 = np.zeros((1, 2, SMALL.horizon), dtype=np.float32)
+    with pytest.raises(ValueError, match="solver"):
+        ns.sample(feats, x0, 2, solver="rk4")
+    with pytest.raises(ValueError, match="steps"):
+        ns.sample(feats, x0, 0)
+    assert ns.sample(feats, x0, 2).shape == x0.shape
