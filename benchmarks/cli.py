@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     pt.add_argument("--seeds", type=int, default=5)
     pt.add_argument("--seed-offset", type=int, default=1000)
     pt.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    ck = sub.add_parser("checkpoints", help="MARA checkpoints (and LARA) on the same seeds")
+    ck.add_argument("checkpoints", nargs="+", help="MARA checkpoint files; the first is the "
+                    "reference of the paired differences")
+    ck.add_argument("--preset", default="CoRE-v0")
+    ck.add_argument("--seeds", type=int, default=48)
+    ck.add_argument("--seed-offset", type=int, default=100)
+    ck.add_argument("--workers", type=int, default=2, help="local processes")
+    ck.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     soak = sub.add_parser("soak", help="1M env steps + 100k batched steps: memory and errors")
     soak.add_argument("--preset", default="CoRE-v0")
     soak.add_argument("--env-steps", type=int, default=1_000_000)
@@ -80,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import policy_time
         res = policy_time.run(args.policies, args.preset, args.seeds, args.seed_offset)
         print(policy_time.format_table(res))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(res, indent=2))
+    elif args.suite == "checkpoints":
+        from benchmarks import checkpoints as ck_suite
+        res = ck_suite.run(args.checkpoints, args.preset, args.seeds, args.seed_offset,
+                           args.workers)
+        print(ck_suite.format_table(res))
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(res, indent=2))

@@ -30,6 +30,7 @@ TensorBoard keys are defined in ``docs/mara.md``.
 from __future__ import annotations
 
 import json
+import shutil
 import math
 import time
 from collections.abc import Sequence
@@ -123,6 +124,9 @@ class PPOConfig:
     """torch CPU threads (0: torch's default)."""
     checkpoint_every: int = 20
     """Updates between checkpoints (``last.pt`` in ``out``, overwritten)."""
+    keep_checkpoints: bool = False
+    """Also keep every checkpoint as ``update_<n>.pt`` in ``out`` (to evaluate the greedy
+    policy along the run, or to choose among its checkpoints on held-out seeds)."""
     out: str = "runs/mara"
     """Output folder: checkpoints, ``curve.json`` (the learning curve) and TensorBoard logs."""
     resume: str = ""
@@ -318,7 +322,7 @@ def save_checkpoint(path: Path, model: MAT, layout: Layout, cfg: PPOConfig, norm
     tmp.replace(path)
 
 
-LEGACY_CONFIG = {"fm_steps": 10, "fm_samples": 32}
+LEGACY_CONFIG = {"fm_steps": 10, "fm_samples": 32, "keep_checkpoints": False}
 """Values of config fields added after checkpoints were shipped, for checkpoints that
 predate them (what those runs used)."""
 
@@ -428,7 +432,8 @@ class Trainer:
         blob = load_checkpoint(path)
         saved = train_config(blob)
         mine = self.cfg.to_dict()
-        ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every", "init"}
+        ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every", "init",
+                  "keep_checkpoints"}
         diff = [k for k in mine if k not in ignore and saved.get(k) != mine[k]]
         if diff:
             raise ValueError(f"resume: {path} was trained with a different config "
@@ -599,6 +604,8 @@ class Trainer:
             bar.update(1)
             if self.update % cfg.checkpoint_every == 0 or self.update == total:
                 self.save(self.out / "last.pt")
+                if cfg.keep_checkpoints:
+                    shutil.copyfile(self.out / "last.pt", self.out / f"update_{self.update}.pt")
         bar.close()
         writer.close()
         seconds = time.perf_counter() - t0

@@ -109,6 +109,22 @@ def test_same_seed_same_weights_and_resume(tiny_run, tmp_path):
         Trainer(parse_args([*TINY, "--lr", "0.01", "--resume", str(tiny_run / "last.pt")]))
 
 
+def test_keep_checkpoints_keeps_one_file_per_checkpoint(tiny_run, tmp_path):
+    assert not list(tiny_run.glob("update_*.pt"))  # off by default
+    out = tmp_path / "kept"
+    assert main([*TINY, "--out", str(out), "--keep-checkpoints"]) == 0
+    kept = sorted(p.name for p in out.glob("update_*.pt"))
+    assert kept == ["update_1.pt", "update_2.pt", "update_3.pt"]
+    blobs = [load_checkpoint(out / name) for name in kept]
+    assert [b["update"] for b in blobs] == [1, 2, 3]
+    assert not torch.equal(blobs[0]["state_dict"]["idle"], blobs[2]["state_dict"]["idle"])
+    last = load_checkpoint(out / "last.pt")["state_dict"]
+    assert all(torch.equal(last[k], blobs[2]["state_dict"][k]) for k in last)
+    # keeping checkpoints does not change the run
+    ref = load_checkpoint(tiny_run / "last.pt")["state_dict"]
+    assert all(torch.equal(last[k], ref[k]) for k in last)
+
+
 def test_policy_round_trip_and_deterministic_greedy(tiny_run):
     env, pol = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
                            checkpoint=tiny_run / "last.pt")

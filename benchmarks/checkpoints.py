@@ -1,0 +1,104 @@
+"""Compare MARA checkpoints on the same seeds (``python -m benchmarks checkpoints``).
+
+    python -m benchmarks checkpoints runs/a/last.pt runs/b/last.pt --seed-offset 100 --seeds 48
+
+Each checkpoint runs greedily (``make_policy("mara", env, checkpoint=...)``) on the same
+seeds of one preset, and LARA with them; the table gives every checkpoint's completion rate
+and its paired differences from the first checkpoint and from LARA (95% t intervals over
+the seeds). This is how training runs or checkpoints of one run are compared or chosen:
+choose on seeds that are not the reporting seeds 0-49 (``docs/mara.md`` uses 100-147 to
+choose and 200-247 to check along a run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.harness import _pinned_episode
+from benchmarks.stats import mean_ci
+
+REFERENCE = "lara"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointEpisode:
+    """One episode: a checkpoint (or ``lara``) on a preset with a seed."""
+
+    preset: str
+    checkpoint: str
+    seed: int
+
+
+def _run(spec: CheckpointEpisode) -> float:
+    import core_env
+    from mara_agents.policy import make_policy, run_episode
+
+    base = core_env.parallel_env(preset=spec.preset)
+    if spec.checkpoint == REFERENCE:
+        env, policy = make_policy(REFERENCE, base)
+    else:
+        env, policy = make_policy("mara", base, checkpoint=spec.checkpoint)
+    return float(run_episode(env, policy, spec.seed)["completion_rate"])
+
+
+def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int = 48,
+        seed_offset: int = 100, workers: int = 2) -> dict[str, Any]:
+    """Completion rates of each checkpoint and of LARA on seeds
+    ``seed_offset .. seed_offset + seeds - 1`` (see the module docstring).
+
+    Raises:
+        ValueError: no checkpoints, a checkpoint that does not load, fewer than 2 seeds or
+            workers < 1.
+    """
+    from mara_agents.ppo import load_checkpoint
+
+    if not checkpoints:
+        raise ValueError("checkpoints: expected at least one checkpoint file")
+    if seeds < 2:
+        raise ValueError(f"seeds: expected at least 2 (for the intervals), got {seeds}")
+    if workers < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
+    names = [str(c) for c in checkpoints]
+    for name in names:
+        load_checkpoint(name)  # a clear error here, not in a worker
+    cols = [*names, REFERENCE]
+    specs = [CheckpointEpisode(preset, c, s) for c in cols
+             for s in range(seed_offset, seed_offset + seeds)]
+    if workers == 1:
+        rates = [_pinned_episode(_run, s) for s in specs]
+    else:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            rates = list(pool.map(_pinned_episode, [_run] * len(specs), specs))
+    table = np.asarray(rates).reshape(len(cols), seeds) * 100.0
+    rows = []
+    for name, r in zip(names, table):
+        rows.append({"checkpoint": name, "completion": mean_ci(r),
+                     "vs_first": mean_ci(r - table[0]), "vs_lara": mean_ci(r - table[-1])})
+    return {"preset": preset, "seeds": [seed_offset, seed_offset + seeds - 1],
+            "lara": mean_ci(table[-1]), "rows": rows,
+            "per_seed": {c: t.tolist() for c, t in zip(cols, table)}}
+
+
+def _fmt(ci: tuple[float, float, float], sign: bool = True) -> str:
+    m, lo, hi = ci
+    f = "{:+.2f}" if sign else "{:.2f}"
+    return f"{f.format(m)} ({f.format(lo)}, {f.format(hi)})"
+
+
+def format_table(res: dict[str, Any]) -> str:
+    lo, hi = res["seeds"]
+    lines = [f"Greedy MARA checkpoints on {res['preset']}, seeds {lo}-{hi} (LARA "
+             f"{_fmt(res['lara'], sign=False)}%)", "",
+             "| checkpoint | completion % | - first, paired | - LARA, paired |",
+             "|---|---|---|---|"]
+    for row in res["rows"]:
+        lines.append(f"| {row['checkpoint']} | {_fmt(row['completion'], sign=False)} | "
+                     f"{_fmt(row['vs_first'])} | {_fmt(row['vs_lara'])} |")
+    return "\n".join(lines)
