@@ -29,10 +29,10 @@ REFERENCE = "lara"
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointEpisode:
-    """One episode: a checkpoint (or ``lara``) on a preset with a seed."""
+    """One episode: a checkpoint (``None``: the reference, LARA) on a preset with a seed."""
 
     preset: str
-    checkpoint: str
+    checkpoint: str | None
     seed: int
 
 
@@ -41,7 +41,7 @@ def _run(spec: CheckpointEpisode) -> float:
     from mara_agents.policy import make_policy, run_episode
 
     base = core_env.parallel_env(preset=spec.preset)
-    if spec.checkpoint == REFERENCE:
+    if spec.checkpoint is None:
         env, policy = make_policy(REFERENCE, base)
     else:
         env, policy = make_policy("mara", base, checkpoint=spec.checkpoint)
@@ -68,7 +68,7 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
     names = [str(c) for c in checkpoints]
     for name in names:
         load_checkpoint(name)  # a clear error here, not in a worker
-    cols = [*names, REFERENCE]
+    cols: list[str | None] = [*names, None]
     specs = [CheckpointEpisode(preset, c, s) for c in cols
              for s in range(seed_offset, seed_offset + seeds)]
     if workers == 1:
@@ -83,7 +83,7 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
                      "vs_first": mean_ci(r - table[0]), "vs_lara": mean_ci(r - table[-1])})
     return {"preset": preset, "seeds": [seed_offset, seed_offset + seeds - 1],
             "lara": mean_ci(table[-1]), "rows": rows,
-            "per_seed": {c: t.tolist() for c, t in zip(cols, table)}}
+            "per_seed": {c or REFERENCE: t.tolist() for c, t in zip(cols, table)}}
 
 
 def _fmt(ci: tuple[float, float, float], sign: bool = True) -> str:

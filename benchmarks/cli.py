@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 
 
+def _write_json(out: Path | None, res: object) -> None:
+    """Write a suite's result as JSON to ``out`` (``--out``), if one was given."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mara-bench", description=__doc__)
     sub = parser.add_subparsers(dest="suite", required=True)
@@ -69,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         res = sp.run(args.preset, args.runs, args.pz_steps, args.num_envs, args.batched_steps,
                      args.seed)
         print(sp.format_table(res))
-        if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(res, indent=2))
+        _write_json(args.out, res)
     elif args.suite in ("default", "schedule", "ablation"):
         from benchmarks.suites import run_suite
         out = args.out or Path("results") / args.suite
@@ -88,17 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import policy_time
         res = policy_time.run(args.policies, args.preset, args.seeds, args.seed_offset)
         print(policy_time.format_table(res))
-        if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(res, indent=2))
+        _write_json(args.out, res)
     elif args.suite == "checkpoints":
         from benchmarks import checkpoints as ck_suite
         res = ck_suite.run(args.checkpoints, args.preset, args.seeds, args.seed_offset,
                            args.workers)
         print(ck_suite.format_table(res))
-        if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(res, indent=2))
+        _write_json(args.out, res)
     elif args.suite == "soak":
         from benchmarks import soak as soak_suite
         res = soak_suite.run(args.preset, args.env_steps, args.batched_steps, args.num_envs,

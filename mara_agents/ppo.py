@@ -30,8 +30,8 @@ TensorBoard keys are defined in ``docs/mara.md``.
 from __future__ import annotations
 
 import json
-import shutil
 import math
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
