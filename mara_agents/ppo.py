@@ -1,6 +1,7 @@
 """PPO for MARA's MAT on the batched simulator: ``mara-train`` (SPEC §5).
 
-    mara-train                                   # the shipped recipe (see docs/mara.md)
+    mara-train                                   # the default recipe (see docs/mara.md)
+    mara-train --critic-warmup 8 --critic-lr 1e-4  # the shipped checkpoint's command
     mara-train --env-steps 200000 --out runs/mara_quick    # a quick run
     mara-train --resume runs/mara/last.pt        # continue an interrupted run
     tensorboard --logdir runs/mara
@@ -115,9 +116,12 @@ class PPOConfig:
     """Stage 1: probability of executing the teacher in iteration i is decay**i."""
     imitation_lr: float = 1e-3
     """Stage 1: Adam learning rate."""
-    critic_warmup: int = 8
+    critic_warmup: int = 40
     """Stage 2: first PPO updates that train only the value head (its own Adam; the shared
     encoder, hence the stage-1 policy, is frozen while the critic catches up)."""
+    critic_lr: float = 3e-3
+    """Stage 2: the value head's Adam learning rate during the critic warm-up (the head
+    starts from scratch; at ``lr`` it barely moves in the warm-up)."""
     model: MATConfig = field(default_factory=MATConfig)
     """MAT sizes (flags ``--model-<field>``; ``--no-model-autoregressive`` = MAT-Dec)."""
     threads: int = 1
@@ -170,13 +174,13 @@ class PPOConfig:
         checks = {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "gamma": (0.0, 1.0),
                   "gae_lambda": (0.0, 1.0), "value_coef": (0.0, 100.0),
                   "entropy_coef": (0.0, 10.0), "max_grad_norm": (0.0, 1e6),
-                  "shaping_beta": (0.0, 100.0), "imitation_decay": (0.0, 1.0),
-                  "imitation_lr": (0.0, 1.0)}
+                  "critic_lr": (0.0, 1.0), "shaping_beta": (0.0, 100.0),
+                  "imitation_decay": (0.0, 1.0), "imitation_lr": (0.0, 1.0)}
         for name, (lo, hi) in checks.items():
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
                 raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {v!r}")
-        for name in ("lr", "clip", "max_grad_norm"):
+        for name in ("lr", "clip", "max_grad_norm", "critic_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)!r}")
         if not isinstance(self.model, MATConfig):
@@ -330,7 +334,9 @@ predate them (what those runs used)."""
 def train_config(blob: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's training config as a dict, with :data:`LEGACY_CONFIG` filled in for
     fields it predates."""
-    return {**LEGACY_CONFIG, **blob["train_config"]}
+    saved = blob["train_config"]
+    # runs before critic_lr warmed the critic up at the PPO learning rate
+    return {**LEGACY_CONFIG, "critic_lr": saved.get("lr"), **saved}
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -422,8 +428,8 @@ class Trainer:
         if cfg.resume:
             self._resume(Path(cfg.resume))
         # the critic warm-up's optimiser (value head only)
-        self.value_opt = torch.optim.Adam(self.model.value_head.parameters(), lr=cfg.lr,
-                                          eps=1e-5)
+        self.value_opt = torch.optim.Adam(self.model.value_head.parameters(),
+                                          lr=cfg.critic_lr, eps=1e-5)
         obs, mask = self.env.reset(seed=cfg.seed + self.update)
         self.cache.reset()
         self.obs, self.mask = obs, mask

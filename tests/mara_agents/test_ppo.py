@@ -215,6 +215,32 @@ def test_critic_warmup_leaves_the_policy_untouched(tiny_run, tmp_path):
     assert changed and all(k.startswith("value_head.") for k in changed)
 
 
+def test_critic_warmup_steps_the_value_head_at_critic_lr(tiny_run, tmp_path):
+    """Adam's steps are at most its learning rate per element: the warm-up moves the value
+    head by up to critic_lr per step, far beyond what the PPO lr would allow."""
+    steps = 2 * 2  # epochs * minibatches of TINY, one warm-up update
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "w"), "--critic-warmup", "1",
+                      "--env-steps", "64", "--lr", "1e-5", "--critic-lr", "0.02",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.model.value_head.state_dict().items()}
+    trainer.run()
+    moved = max(float((v - before[k]).abs().max())
+                for k, v in trainer.model.value_head.state_dict().items())
+    assert 100 * steps * cfg.lr < moved <= steps * cfg.critic_lr * 1.001
+
+
+def test_checkpoints_before_critic_lr_read_as_warmed_up_at_the_ppo_lr(tiny_run):
+    from mara_agents.ppo import train_config
+
+    blob = load_checkpoint(tiny_run / "last.pt")
+    assert train_config(blob)["critic_lr"] == PPOConfig().critic_lr
+    del blob["train_config"]["critic_lr"]
+    assert train_config(blob)["critic_lr"] == blob["train_config"]["lr"]
+    with pytest.raises(ValueError, match="critic_lr"):
+        PPOConfig(critic_lr=0.0)
+
+
 def test_init_decoder_switches_to_mat_dec_on_the_same_weights(tiny_run, tmp_path):
     cfg = parse_args([*TINY, "--out", str(tmp_path / "dec"), "--init-decoder", "independent",
                       "--init", str(tiny_run / "imitation.pt")])
