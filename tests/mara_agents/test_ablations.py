@@ -88,7 +88,7 @@ def test_the_staged_checkpoint_is_the_previous_default():
 
 
 def test_the_d32_checkpoint_is_the_shipped_recipe_on_a_narrower_mat():
-    """mara-d32, the default before mara-warm8: every training setting as now except the
+    """mara-d32, the default before the shipped MARA: every training setting as now except the
     MAT's sizes, the PPO steps and the critic warm-up."""
     from dataclasses import asdict
 
