@@ -10,23 +10,43 @@ MARA reads the forecast columns exactly as it was trained: from a
 checkpoint (FM for the shipped one); :func:`~mara_agents.policy.make_policy` builds that
 wrapper. Actions are decoded node by node with the sequential mask, greedily by default
 (deterministic for a seed), or sampled from the policy with ``deterministic=False``.
+
+``checkpoint=`` a list of checkpoints makes an ensemble (``make_policy("mara-ens5", env)``
+is the shipped one): at every node position the members score the actions given the same
+earlier choices and the ensemble follows the mean of their scores (the geometric mean of
+their distributions; :func:`~mara_agents.mat.ensemble_act`).
 """
 
 from __future__ import annotations
 
 from importlib import resources
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import torch
 
-from mara_agents.mat import split_observations
-from mara_agents.mat_numpy import NumpyMAT
+from mara_agents.mat import ensemble_act, split_observations
+from mara_agents.mat_numpy import NumpyEnsemble, NumpyMAT
 from mara_agents.ppo import load_checkpoint, model_from_checkpoint, train_config
 
 DEFAULT_CHECKPOINT = "mara_default.pt"
 """File name of the shipped checkpoint in ``mara_agents/checkpoints``."""
+
+Checkpoints = Union[str, Path, Sequence[Union[str, Path]], None]
+"""One checkpoint, several (an ensemble), or None (the shipped one)."""
+
+
+def _paths(checkpoint: Checkpoints) -> list[Path]:
+    if checkpoint is None:
+        return [checkpoint_path()]
+    if isinstance(checkpoint, (str, Path)):
+        return [Path(checkpoint)]
+    paths = [Path(c) for c in checkpoint]
+    if not paths:
+        raise ValueError("checkpoint: an empty list (an ensemble needs at least one member)")
+    return paths
 
 
 def checkpoint_path(name: str = DEFAULT_CHECKPOINT) -> Path:
@@ -34,11 +54,24 @@ def checkpoint_path(name: str = DEFAULT_CHECKPOINT) -> Path:
     return Path(str(resources.files("mara_agents") / "checkpoints" / name))
 
 
-def checkpoint_forecaster(checkpoint: str | Path | None = None) -> tuple[str, int, int]:
+def checkpoint_forecaster(checkpoint: Checkpoints = None) -> tuple[str, int, int]:
     """The forecaster (``"fm"`` or ``"wls"``) a checkpoint was trained with, and the FM
-    sampler's ODE steps and samples."""
-    cfg = train_config(load_checkpoint(checkpoint or checkpoint_path()))
-    return str(cfg["forecaster"]), int(cfg["fm_steps"]), int(cfg["fm_samples"])
+    sampler's ODE steps and samples.
+
+    Raises:
+        ValueError: ensemble members trained on different forecast columns (names them).
+    """
+    paths = _paths(checkpoint)
+    found = []
+    for p in paths:
+        cfg = train_config(load_checkpoint(p))
+        found.append((str(cfg["forecaster"]), int(cfg["fm_steps"]), int(cfg["fm_samples"])))
+    for p, f in zip(paths[1:], found[1:]):
+        if f != found[0]:
+            raise ValueError(f"checkpoint: ensemble members read different forecast columns: "
+                             f"{paths[0]} (forecaster, fm_steps, fm_samples) = {found[0]}, "
+                             f"{p} = {f}")
+    return found[0]
 
 
 class MARAPolicy:
@@ -47,20 +80,23 @@ class MARAPolicy:
     Args:
         env: the environment it will act in: a ``LossForecastWrapper`` with ``cache=True``
             (see the module docstring).
-        checkpoint: a checkpoint path (default: the shipped one).
+        checkpoint: a checkpoint path (default: the shipped one), or a list of them: an
+            ensemble (see the module docstring; members trained on the same forecast
+            columns, autoregressive, with the same MAT sizes).
         deterministic: greedy decoding (default) or sampling.
         threads: torch CPU threads to use (``torch.set_num_threads``, process-wide; one
             thread is fastest for this small single-environment model); None leaves the
             setting alone.
 
     Raises:
-        ValueError: the env has no cached forecast wrapper, or the checkpoint was trained
-            for another observation layout (node count, slots or features).
+        ValueError: the env has no cached forecast wrapper, a checkpoint was trained for
+            another observation layout (node count, slots or features), or ensemble
+            members that do not fit together.
     """
 
     needs_forecast = True
 
-    def __init__(self, env: Any, checkpoint: str | Path | None = None,
+    def __init__(self, env: Any, checkpoint: Checkpoints = None,
                  deterministic: bool = True, threads: int | None = 1) -> None:
         from mara_agents.policy import _forecast_wrapper
 
@@ -70,12 +106,17 @@ class MARAPolicy:
         if wrapper is None or wrapper.cache is None:
             raise ValueError("env: MARA needs LossForecastWrapper(env, forecaster, cache=True) "
                              "(use make_policy('mara', env))")
-        path = Path(checkpoint) if checkpoint else checkpoint_path()
-        blob = load_checkpoint(path)
+        paths = _paths(checkpoint)
+        blobs = [load_checkpoint(p) for p in paths]
         self.layout = wrapper.layout
-        self.model = model_from_checkpoint(blob, self.layout, str(path))
-        self.greedy = NumpyMAT(self.model)  # greedy decoding in numpy (same actions)
-        self.train_config = train_config(blob)
+        self.models = [model_from_checkpoint(b, self.layout, str(p))
+                       for b, p in zip(blobs, paths)]
+        self.model = self.models[0]
+        # greedy decoding in numpy (the same actions as the torch path)
+        self.greedy = (NumpyMAT(self.model) if len(self.models) == 1
+                       else NumpyEnsemble(self.models))
+        self.train_config = train_config(blobs[0])
+        """The (first) member's training config."""
         self.agents = list(env.possible_agents)
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(0)
@@ -100,5 +141,9 @@ class MARAPolicy:
             actions = self.greedy.act(x)
         else:
             with torch.inference_mode():
-                actions = self.model.act(x, generator=self.generator)[0].numpy()
+                if len(self.models) == 1:
+                    actions = self.model.act(x, generator=self.generator)[0].numpy()
+                else:
+                    actions = ensemble_act(self.models, x, deterministic=False,
+                                           generator=self.generator).numpy()
         return {a: int(actions[0, i]) for i, a in enumerate(self.agents)}

@@ -9,14 +9,19 @@ float32 rounding). Its decoder keeps the conditioning embedding ``phi(c_ij)`` of
 action token and recomputes it only for the two tokens whose conditioning changes after a
 node's choice (the chosen token and the previous node's), instead of all K + 1.
 
+:class:`NumpyEnsemble` decodes greedily with several MATs at once (``mara-ens5``): their
+weights are stacked along a leading member axis, so every numpy call serves all members.
+
 Training never uses this path: rollouts sample through :meth:`MAT.act` and updates use
 :meth:`MAT.evaluate`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -204,4 +209,84 @@ class NumpyMAT:
                           for j in cols], dtype=np.float32)
             phi[cols] = np.tanh(c @ self.phi_w + self.phi_b)
             last = a
+        return actions
+
+
+def _stack(items: list[Any]) -> Any:
+    """The members' snapshots merged along a leading member axis M: weight matrices become
+    [M, in, out] and vectors (biases, norms, the idle token) [M, 1, n], so ``x @ w + b`` on
+    x[M, L, in] is every member's layer at once; plain numbers must agree."""
+    first = items[0]
+    if isinstance(first, np.ndarray):
+        a = np.stack(items)
+        return a if first.ndim == 2 else a.reshape(len(items), 1, -1)
+    if isinstance(first, (tuple, list)):
+        return type(first)(_stack(list(z)) for z in zip(*items))
+    if isinstance(first, (_Attention, _MLP, NumpyMAT)):
+        merged = copy.copy(first)
+        merged.__dict__ = {k: _stack([it.__dict__[k] for it in items]) for k in first.__dict__}
+        return merged
+    if any(it != first for it in items):
+        raise ValueError(f"members differ in a setting ({items})")
+    return first
+
+
+class NumpyEnsemble:
+    """Greedy decoding with several MATs (:func:`mara_agents.mat.ensemble_act` with
+    ``deterministic=True``; the same actions, tested).
+
+    The ensemble's score of action j at node position i is the mean of the members'
+    pointer scores; its argmax is the argmax of the summed log-softmaxes (each member's
+    normaliser is the same for every action). The encoders run at once on weights stacked
+    along a leading member axis (:func:`_stack`). The mean score is the single decoder's
+    ``qk + ((a_node + a_tok) * phi).sum(-1)`` with the members' ``a`` and ``phi`` columns
+    concatenated (each divided by M) and their ``qk`` averaged, so the decoding loop is
+    :meth:`NumpyMAT._decode_one` on M times wider columns: about one member's cost.
+
+    Args:
+        models: the member MATs: autoregressive, with the same sizes and layout.
+
+    Raises:
+        ValueError: no members, a MAT-Dec member, or members of different sizes.
+    """
+
+    def __init__(self, models: Sequence[MAT]) -> None:
+        if not models:
+            raise ValueError("models: an ensemble needs at least one MAT")
+        for j, m in enumerate(models):
+            if not m.config.autoregressive:
+                raise ValueError(f"models[{j}]: a MAT-Dec member; the ensemble decodes "
+                                 f"autoregressively")
+            if m.config != models[0].config or (m.n_nodes, m.n_slots) != (
+                    models[0].n_nodes, models[0].n_slots):
+                raise ValueError(f"models[{j}]: sizes {m.config.to_dict()} with "
+                                 f"{m.n_nodes} nodes and {m.n_slots} slots differ from "
+                                 f"member 0's")
+        self.members = len(models)
+        self.net = _stack([NumpyMAT(m) for m in models])
+        # the decoder: phi's columns of all members side by side
+        self.decoder = copy.copy(self.net)
+        self.decoder.phi_w = self._side_by_side(self.net.phi_w)  # [N_COND, M*m]
+        self.decoder.phi_b = self.net.phi_b.reshape(-1)  # [M*m]
+
+    @staticmethod
+    def _side_by_side(a: np.ndarray) -> np.ndarray:
+        """[M, L, m] -> [L, M*m] (member j's columns at j*m .. (j+1)*m - 1)."""
+        return np.ascontiguousarray(a.transpose(1, 0, 2).reshape(a.shape[1], -1))
+
+    def act(self, x: Inputs) -> np.ndarray:
+        """Greedy joint actions int64[B, N]."""
+        glob, nodes, tasks = x.glob.numpy(), x.nodes.numpy(), x.tasks.numpy()
+        mask, speed, cap = x.mask.numpy(), x.speed.numpy(), x.cap.numpy()
+        net, m = self.net, self.members
+        inv = np.float32(1.0 / m)
+        actions = np.zeros(mask.shape[:2], dtype=np.int64)
+        for e in range(mask.shape[0]):  # members take the batch axis, one environment at a time
+            h, tok, _ = net.encode(*(np.broadcast_to(a[e], (m, *a.shape[1:]))
+                                     for a in (glob, nodes, tasks)))
+            qk = (h @ net.wq + net.bq) @ (tok @ net.wk + net.bk).transpose(0, 2, 1)
+            qk = qk.mean(0) / np.float32(math.sqrt(net.d))  # [N, K+1]
+            a_node = self._side_by_side(h @ net.wa + net.ba) * inv  # [N, M*m]
+            a_tok = self._side_by_side(tok @ net.wat) * inv  # [K+1, M*m]
+            actions[e] = self.decoder._decode_one(qk, a_node, a_tok, mask[e], speed[e], cap[e])
         return actions

@@ -26,7 +26,7 @@ POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortes
                 "lara", "oracle_greedy")
 """Names accepted by :func:`make_policy`, in the order of the documentation tables."""
 
-MARA_CHECKPOINTS = {
+MARA_CHECKPOINTS: dict[str, str | tuple[str, ...]] = {
     "mara": "mara_default.pt",
     "mara-fast": "ablation/mara_fast.pt",
     "mara-d32": "ablation/mara_d32.pt",
@@ -36,6 +36,7 @@ MARA_CHECKPOINTS = {
     "mara-wls": "ablation/mara_wls.pt",
     "mara-noshaping": "ablation/mara_noshaping.pt",
     "mat-dec": "ablation/mat_dec.pt",
+    "mara-ens5": tuple(f"ensemble/seed{k}.pt" for k in range(5)),
 }
 """MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-fast``
 is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
@@ -46,7 +47,9 @@ is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5
 ablation continues it for the same 300k PPO steps with one change (``mara-ft``: none, the
 control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
 ``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
-``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md."""
+``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md. ``mara-ens5`` is an
+ensemble (a tuple of files): five runs of the default ``mara-train`` command, seeds 0-4
+(``mara_agents/checkpoints/ensemble/README.json``)."""
 
 
 @runtime_checkable
@@ -137,7 +140,9 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         if name != "mara" and "checkpoint" not in kwargs:
             from mara_agents.mara import checkpoint_path
 
-            kwargs["checkpoint"] = checkpoint_path(MARA_CHECKPOINTS[name])
+            files = MARA_CHECKPOINTS[name]
+            kwargs["checkpoint"] = ([checkpoint_path(f) for f in files]
+                                    if isinstance(files, tuple) else checkpoint_path(files))
         return _make_mara(env, forecaster, **kwargs)
     from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
                                        OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,

@@ -133,3 +133,50 @@ def test_bad_fm_steps_are_refused_not_ignored():
         make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), fm_steps=0)
     with pytest.raises(ValueError, match="fm_steps.*wls"):
         make_policy("mara-wls", core_env.parallel_env(preset="CoRE-v0"), fm_steps=5)
+
+
+def test_the_shipped_ensemble_is_five_seeds_of_the_default_command():
+    from mara_agents.mara import checkpoint_path
+    from mara_agents.ppo import PPOConfig, train_config
+
+    files = MARA_CHECKPOINTS["mara-ens5"]
+    defaults = PPOConfig().to_dict()
+    for free in ("out", "progress", "seed", "keep_checkpoints"):  # no effect on training
+        defaults.pop(free)
+    seeds = []
+    for f in files:
+        blob = load_checkpoint(checkpoint_path(f))
+        cfg = train_config(blob)
+        seeds.append(cfg.pop("seed"))
+        cfg.pop("out"), cfg.pop("progress"), cfg.pop("keep_checkpoints")
+        assert cfg == defaults  # today's mara-train, critic warm-up included
+        assert blob["env_steps"] >= PPOConfig().env_steps and "optimizer" not in blob
+    assert seeds == [0, 1, 2, 3, 4]
+
+
+def test_the_ensemble_policy_decodes_with_every_member_deterministically():
+    from mara_agents.mat_numpy import NumpyEnsemble
+
+    env, policy = make_policy("mara-ens5", core_env.parallel_env(preset="CoRE-v0"))
+    assert isinstance(policy.greedy, NumpyEnsemble) and len(policy.models) == 5
+    first = run_episode(env, policy, seed=3)
+    assert first == run_episode(env, policy, seed=3)
+    # the sampling path (torch) runs too and never breaks a mask
+    env, sampler = make_policy("mara-ens5", core_env.parallel_env(preset="CoRE-v0"),
+                               deterministic=False)
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        actions = sampler.act(obs)
+        for agent, a in actions.items():
+            assert obs[agent]["action_mask"][a] == 1
+        obs, *_ = env.step(actions)
+
+
+def test_ensemble_members_must_read_the_same_forecast_columns():
+    from mara_agents.mara import checkpoint_path
+
+    mixed = [checkpoint_path(), checkpoint_path(MARA_CHECKPOINTS["mara-wls"])]
+    with pytest.raises(ValueError, match="different forecast columns"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), checkpoint=mixed)
+    with pytest.raises(ValueError, match="empty list"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), checkpoint=[])

@@ -10,9 +10,9 @@ import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster
 from core_env.forecast.cache import ForecastCache
 from core_env.masks import sequential_masks
-from mara_agents.mat_numpy import NumpyMAT
-from mara_agents.mat import (MAT, Inputs, MATConfig, init_weights, inputs_from_batched,
-                             split_observations)
+from mara_agents.mat_numpy import NumpyEnsemble, NumpyMAT
+from mara_agents.mat import (MAT, Inputs, MATConfig, ensemble_act, init_weights,
+                             inputs_from_batched, split_observations)
 from mara_agents.ppo import wrapped_layout
 
 N, K = 6, 5
@@ -195,3 +195,71 @@ def test_config_validation():
         MATConfig(d_model=0)
     with pytest.raises(ValueError, match="autoregressive"):
         MATConfig(autoregressive=1)
+
+
+# ------------------------------------------------------------------------------ ensembles
+def test_an_ensemble_of_one_decodes_like_its_member():
+    x = _random_inputs(64, seed=11)
+    m = _model(seed=3)
+    with torch.no_grad():
+        ref = m.act(x, deterministic=True)[0]
+        assert torch.equal(ensemble_act([m], x), ref)
+    assert np.array_equal(NumpyEnsemble([m]).act(x), ref.numpy())
+
+
+def test_ensemble_greedy_maximises_the_summed_member_log_probs_at_every_position():
+    """Checked against each member's own teacher-forced log-probs: at node i, with the
+    ensemble's earlier choices, the chosen action has the largest sum of the members'
+    log-probs among the actions the sequential mask allows (a geometric-mean ensemble)."""
+    x = _random_inputs(48, seed=12)
+    models = [_model(seed=s) for s in (4, 5, 6)]
+    with torch.no_grad():
+        a = ensemble_act(models, x)
+        members = [m.act(x, deterministic=True)[0] for m in models]
+        assert all(not torch.equal(a, b) for b in members)  # not any one member
+        seq = torch.as_tensor(sequential_masks(x.mask.numpy().astype(np.int8),
+                                               x.cap.numpy().astype(np.int64), a.numpy()))
+        for i in range(N):
+            scores = torch.full((48, K + 1), -float("inf"))
+            for alt in range(K + 1):
+                b = a.clone()
+                b[:, i] = alt
+                total = sum(m.evaluate(x, b)[0][:, i] for m in models)
+                scores[:, alt] = torch.where(seq[:, i, alt] == 1, total, -float("inf"))
+            chosen = scores.gather(1, a[:, i:i + 1]).squeeze(1)
+            assert (chosen >= scores.max(1).values - 1e-4).all()
+
+
+def test_numpy_ensemble_equals_the_torch_ensemble():
+    x = _random_inputs(128, seed=13)
+    models = [_model(seed=s) for s in (7, 8, 9, 10)]
+    with torch.no_grad():
+        ref = ensemble_act(models, x).numpy()
+    assert np.array_equal(NumpyEnsemble(models).act(x), ref)
+
+
+def test_sampled_ensemble_actions_respect_the_sequential_masks_and_caps():
+    x = _random_inputs(256, seed=14)
+    models = [_model(seed=s) for s in (1, 2)]
+    with torch.no_grad():
+        a = ensemble_act(models, x, deterministic=False,
+                         generator=torch.Generator().manual_seed(0))
+        again = ensemble_act(models, x, deterministic=False,
+                             generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, again)
+    assert not torch.equal(a, ensemble_act(models, x))  # it samples
+    seq = sequential_masks(x.mask.numpy().astype(np.int8), x.cap.numpy().astype(np.int64),
+                           a.numpy())
+    assert (np.take_along_axis(seq, a.numpy()[..., None], axis=-1) == 1).all()
+
+
+def test_ensembles_refuse_members_that_do_not_fit():
+    with pytest.raises(ValueError, match="at least one"):
+        NumpyEnsemble([])
+    with pytest.raises(ValueError, match="at least one"):
+        ensemble_act([], _random_inputs(2, seed=0))
+    with pytest.raises(ValueError, match=r"models\[1\]: a MAT-Dec member"):
+        NumpyEnsemble([_model(), _model(autoregressive=False)])
+    wide = MAT(MATConfig(d_model=32, heads=2, ff=32, dec_hidden=4), _layout())
+    with pytest.raises(ValueError, match=r"models\[1\]: sizes"):
+        NumpyEnsemble([_model(), wide])
