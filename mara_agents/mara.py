@@ -19,8 +19,8 @@ their distributions; :func:`~mara_agents.mat.ensemble_act`).
 
 from __future__ import annotations
 
-from importlib import resources
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, Union
 
