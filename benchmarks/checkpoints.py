@@ -8,6 +8,11 @@ and its paired differences from the first checkpoint and from LARA (95% t interv
 the seeds). This is how training runs or checkpoints of one run are compared or chosen:
 choose on seeds that are not the reporting seeds 0-49 (``docs/mara.md`` uses 100-147 to
 choose and 200-247 to check along a run).
+
+An entry of comma-separated files is an ensemble of them (``make_policy("mara", env,
+checkpoint=[...])``), compared like any checkpoint::
+
+    python -m benchmarks checkpoints runs/a/last.pt runs/a/last.pt,runs/b/last.pt
 """
 
 from __future__ import annotations
@@ -44,8 +49,13 @@ def _run(spec: CheckpointEpisode) -> float:
     if spec.checkpoint is None:
         env, policy = make_policy(REFERENCE, base)
     else:
-        env, policy = make_policy("mara", base, checkpoint=spec.checkpoint)
+        env, policy = make_policy("mara", base, checkpoint=members(spec.checkpoint))
     return float(run_episode(env, policy, spec.seed)["completion_rate"])
+
+
+def members(entry: str) -> str | list[str]:
+    """One checkpoint file, or the files of a comma-separated ensemble entry."""
+    return entry.split(",") if "," in entry else entry
 
 
 def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int = 48,
@@ -66,8 +76,9 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
     if workers < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     names = [str(c) for c in checkpoints]
-    for name in names:
-        load_checkpoint(name)  # a clear error here, not in a worker
+    for name in names:  # a clear error here, not in a worker
+        for member in name.split(","):
+            load_checkpoint(member)
     cols: list[str | None] = [*names, None]
     specs = [CheckpointEpisode(preset, c, s) for c in cols
              for s in range(seed_offset, seed_offset + seeds)]

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     pt.add_argument("--seed-offset", type=int, default=1000)
     pt.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     ck = sub.add_parser("checkpoints", help="MARA checkpoints (and LARA) on the same seeds")
-    ck.add_argument("checkpoints", nargs="+", help="MARA checkpoint files; the first is the "
-                    "reference of the paired differences")
+    ck.add_argument("checkpoints", nargs="+", help="MARA checkpoint files (a.pt,b.pt: an "
+                    "ensemble); the first is the reference of the paired differences")
     ck.add_argument("--preset", default="CoRE-v0")
     ck.add_argument("--seeds", type=int, default=48)
     ck.add_argument("--seed-offset", type=int, default=100)

@@ -58,3 +58,20 @@ def test_bad_input_is_refused_with_the_reason(two_runs, tmp_path):
         ck.run([a], preset="CoRE-Small-v0", seeds=1, workers=1)
     with pytest.raises(ValueError, match="at least one checkpoint"):
         ck.run([], preset="CoRE-Small-v0")
+
+
+def test_a_comma_separated_entry_is_an_ensemble_of_its_files(two_runs, tmp_path):
+    a, b = two_runs
+    pair = f"{a},{b}"
+    res = ck.run([a, pair], preset="CoRE-Small-v0", seeds=2, seed_offset=3, workers=1)
+    assert [r["checkpoint"] for r in res["rows"]] == [str(a), pair]
+    import core_env
+    from mara_agents.policy import make_policy, run_episode
+
+    env, policy = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                              checkpoint=[a, b])
+    assert len(policy.models) == 2
+    direct = [100.0 * run_episode(env, policy, s)["completion_rate"] for s in (3, 4)]
+    assert res["per_seed"][pair] == pytest.approx(direct)
+    with pytest.raises(ValueError, match="no such checkpoint file"):
+        ck.run([f"{a},{tmp_path / 'missing.pt'}"], preset="CoRE-Small-v0", seeds=2, workers=1)
