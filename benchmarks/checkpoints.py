@@ -49,13 +49,9 @@ def _run(spec: CheckpointEpisode) -> float:
     if spec.checkpoint is None:
         env, policy = make_policy(REFERENCE, base)
     else:
-        env, policy = make_policy("mara", base, checkpoint=members(spec.checkpoint))
+        # "a.pt,b.pt" is an ensemble; one file is a list of one, decoded as that file alone
+        env, policy = make_policy("mara", base, checkpoint=spec.checkpoint.split(","))
     return float(run_episode(env, policy, spec.seed)["completion_rate"])
-
-
-def members(entry: str) -> str | list[str]:
-    """One checkpoint file, or the files of a comma-separated ensemble entry."""
-    return entry.split(",") if "," in entry else entry
 
 
 def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int = 48,
