@@ -281,13 +281,11 @@ class MAT(nn.Module):
             prev[rows, a] = 1.0
         return actions, logps, values
 
-    def evaluate(self, x: Inputs, actions: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Teacher-forced pass over given joint actions int64[B, N].
-
-        Returns:
-            ``(log_probs, entropy, values)``, each float[B, N].
-        """
+    def forced_logits(self, x: Inputs, actions: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced masked logits of every node position given joint actions
+        int64[B, N]: node i's logits float[B, N, K+1] are conditioned on ``actions[:, :i]``
+        and masked (-1e9) by the sequential mask they imply; also the values float[B, N]."""
         h, tok, values = self.encode(x)
         b, n, k1 = x.mask.shape
         onehot = torch.nn.functional.one_hot(actions, k1).float()  # [B, N, K+1]
@@ -297,7 +295,16 @@ class MAT(nn.Module):
         prev = torch.cat([torch.zeros(b, 1, k1), onehot[:, :-1]], dim=1)
         cond, cap_ok = self._cond(count, speed_sum, self._left0(x.cap)[:, None, :], prev)
         qk, a_node, a_tok = self._pointer(h, tok)
-        logits = self._logits(qk, a_node, a_tok[:, None], cond, x.mask & cap_ok)
+        return self._logits(qk, a_node, a_tok[:, None], cond, x.mask & cap_ok), values
+
+    def evaluate(self, x: Inputs, actions: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass over given joint actions int64[B, N].
+
+        Returns:
+            ``(log_probs, entropy, values)``, each float[B, N].
+        """
+        logits, values = self.forced_logits(x, actions)
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(-1, actions[..., None]).squeeze(-1)
         p = logp_all.exp()

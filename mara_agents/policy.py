@@ -37,6 +37,7 @@ MARA_CHECKPOINTS: dict[str, str | tuple[str, ...]] = {
     "mara-noshaping": "ablation/mara_noshaping.pt",
     "mat-dec": "ablation/mat_dec.pt",
     "mara-ens5": tuple(f"ensemble/seed{k}.pt" for k in range(5)),
+    "mara-distill": "distill/mara_distill.pt",
 }
 """MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-fast``
 is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
@@ -49,7 +50,9 @@ control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: b
 ``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
 ``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md. ``mara-ens5`` is an
 ensemble (a tuple of files): five runs of the default ``mara-train`` command, seeds 0-4
-(``mara_agents/checkpoints/ensemble/README.json``)."""
+(``mara_agents/checkpoints/ensemble/README.json``). ``mara-distill`` is one MAT: ``mara-ens5``
+distilled into the shipped checkpoint by ``mara-distill`` (``mara_agents.distill``;
+``mara_agents/checkpoints/distill/README.json``)."""
 
 
 @runtime_checkable

@@ -154,6 +154,38 @@ def test_the_shipped_ensemble_is_five_seeds_of_the_default_command():
     assert seeds == [0, 1, 2, 3, 4]
 
 
+def test_the_distilled_checkpoint_is_mara_ens5_distilled_into_the_shipped_one():
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    import torch
+
+    from mara_agents.distill import DistillConfig
+    from mara_agents.mara import checkpoint_path
+
+    blob = load_checkpoint(checkpoint_path(MARA_CHECKPOINTS["mara-distill"]))
+    shipped = load_checkpoint(checkpoint_path())
+    record = json.loads(blob["distill"])
+    cfg = DistillConfig(**record["config"])
+    assert (cfg.teacher, cfg.student, cfg.preset) == ("mara-ens5", "mara", "CoRE-v0")
+    # plain `mara-distill`: today's defaults but for where it wrote and the progress bar
+    free = {"out": "", "progress": True}
+    assert {**record["config"], **free} == {**asdict(DistillConfig()), **free}
+    assert [Path(f).name for f in record["teacher_files"]] == [f"seed{k}.pt" for k in range(5)]
+    assert len(record["history"]) == cfg.iterations and "optimizer" not in blob
+    # the shipped MAT's sizes, forecast columns and value head, with new policy weights
+    assert blob["mat_config"] == shipped["mat_config"]
+    assert blob["train_config"] == shipped["train_config"]
+    sd, ref = blob["state_dict"], shipped["state_dict"]
+    assert all(torch.equal(sd[k], ref[k]) for k in ref if k.startswith("value_head."))
+    assert any(not torch.equal(sd[k], ref[k]) for k in ref if not k.startswith("value_head."))
+    env, policy = make_policy("mara-distill", core_env.parallel_env(preset="CoRE-v0"))
+    first = run_episode(env, policy, seed=3)
+    assert first == run_episode(env, policy, seed=3)
+    assert first["capacity_conflicts"] == 0 and first["illegal_actions"] == 0
+
+
 def test_the_ensemble_policy_decodes_with_every_member_deterministically():
     from mara_agents.mat_numpy import NumpyEnsemble
 

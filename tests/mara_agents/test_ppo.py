@@ -255,7 +255,8 @@ def test_init_decoder_switches_to_mat_dec_on_the_same_weights(tiny_run, tmp_path
         parse_args(["--init-decoder", "sideways"])
 
 
-@pytest.mark.parametrize("entry", ["mara_agents.ppo", "mara_agents.forecast.train"])
+@pytest.mark.parametrize("entry", ["mara_agents.ppo", "mara_agents.forecast.train",
+                                   "mara_agents.distill"])
 def test_help_lists_every_flag(entry, capsys):
     import importlib
 
