@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 import core_env
 from core_env.forecast.cache import ForecastCache
-from mara_agents._cli import parse_config
+from mara_agents._cli import check_ints, parse_config
 from mara_agents.mat import MAT, Inputs, ensemble_act, inputs_from_batched
 from mara_agents.ppo import (
     load_checkpoint,
@@ -113,14 +113,9 @@ class DistillConfig:
         if self.preset not in core_env.PRESETS:
             raise ValueError(f"preset: expected one of {sorted(core_env.PRESETS)}, "
                              f"got {self.preset!r}")
-        for name in ("num_envs", "iterations", "steps", "updates", "batch_size", "buffer"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        for name in ("seed", "threads"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+        check_ints(self, ("num_envs", "iterations", "steps", "updates", "batch_size", "buffer"),
+                   1)
+        check_ints(self, ("seed", "threads"), 0)
         for name in ("lr", "max_grad_norm", "temperature"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1e6):
@@ -131,12 +126,11 @@ class DistillConfig:
 
 def resolve(spec: str) -> list[Path]:
     """Checkpoint files of a shipped MARA name or of comma-separated paths."""
-    from mara_agents.mara import checkpoint_path
-    from mara_agents.policy import MARA_CHECKPOINTS
+    from mara_agents.policy import MARA_CHECKPOINTS, shipped_checkpoint
 
     if spec in MARA_CHECKPOINTS:
-        files = MARA_CHECKPOINTS[spec]
-        return [checkpoint_path(f) for f in ((files,) if isinstance(files, str) else files)]
+        files = shipped_checkpoint(spec)
+        return files if isinstance(files, list) else [files]
     return [Path(p) for p in spec.split(",") if p]
 
 
@@ -192,10 +186,10 @@ class Distiller:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.teacher_files = resolve(cfg.teacher)
-        self.student_file = resolve(cfg.student)
-        if len(self.student_file) != 1:
+        student = resolve(cfg.student)
+        if len(student) != 1:
             raise ValueError(f"student: expected one checkpoint, got {cfg.student!r}")
-        self.student_file = self.student_file[0]
+        self.student_file = student[0]
         forecast = checkpoint_forecaster([*self.teacher_files, self.student_file])
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.env = core_env.BatchedCoreEnv(core_env.make_config(cfg.preset), cfg.num_envs,

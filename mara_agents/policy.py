@@ -18,6 +18,7 @@ the environment to use.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -53,6 +54,17 @@ ensemble (a tuple of files): five runs of the default ``mara-train`` command, se
 (``mara_agents/checkpoints/ensemble/README.json``). ``mara-distill`` is one MAT: ``mara-ens5``
 distilled into the shipped checkpoint by ``mara-distill`` (``mara_agents.distill``;
 ``mara_agents/checkpoints/distill/README.json``)."""
+
+
+def shipped_checkpoint(name: str) -> Path | list[Path]:
+    """The shipped file of a name in :data:`MARA_CHECKPOINTS`, or the list of an ensemble's
+    files."""
+    from mara_agents.mara import checkpoint_path
+
+    files = MARA_CHECKPOINTS[name]
+    if isinstance(files, tuple):
+        return [checkpoint_path(f) for f in files]
+    return checkpoint_path(files)
 
 
 @runtime_checkable
@@ -141,11 +153,7 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
     from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
     if name in MARA_CHECKPOINTS:
         if name != "mara" and "checkpoint" not in kwargs:
-            from mara_agents.mara import checkpoint_path
-
-            files = MARA_CHECKPOINTS[name]
-            kwargs["checkpoint"] = ([checkpoint_path(f) for f in files]
-                                    if isinstance(files, tuple) else checkpoint_path(files))
+            kwargs["checkpoint"] = shipped_checkpoint(name)
         return _make_mara(env, forecaster, **kwargs)
     from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
                                        OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,

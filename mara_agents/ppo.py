@@ -48,7 +48,7 @@ import core_env
 from core_env.forecast.cache import ForecastCache
 from core_env.forecast.wrapper import FORECAST_FEATURES
 from core_env.layout import Layout
-from mara_agents._cli import parse_config
+from mara_agents._cli import check_ints, parse_config
 from mara_agents.mat import MAT, Inputs, MATConfig, init_weights, inputs_from_batched
 
 FORECASTERS = ("fm", "wls")
@@ -158,16 +158,10 @@ class PPOConfig:
         if self.init_decoder not in INIT_DECODERS:
             raise ValueError(f"init_decoder: expected one of {INIT_DECODERS}, "
                              f"got {self.init_decoder!r}")
-        for name in ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
-                     "checkpoint_every", "imitation_steps", "imitation_epochs", "fm_steps",
-                     "fm_samples"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        for name in ("seed", "threads", "imitation_iters", "critic_warmup"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+        check_ints(self, ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
+                          "checkpoint_every", "imitation_steps", "imitation_epochs",
+                          "fm_steps", "fm_samples"), 1)
+        check_ints(self, ("seed", "threads", "imitation_iters", "critic_warmup"), 0)
         if (self.num_envs * self.rollout_len) % self.minibatches:
             raise ValueError(f"minibatches: expected a divisor of num_envs * rollout_len = "
                              f"{self.num_envs * self.rollout_len}, got {self.minibatches}")

@@ -12,7 +12,7 @@ import core_env
 from mara_agents.distill import DistillConfig, Distiller, distill_loss, main, teacher_targets
 from mara_agents.mat import ensemble_act
 from mara_agents.policy import make_policy, run_episode
-from mara_agents.ppo import load_checkpoint
+from mara_agents.ppo import load_checkpoint, stack_inputs
 from mara_agents.ppo import main as train_main
 
 TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
@@ -76,8 +76,6 @@ def test_learning_lowers_the_students_kl_on_the_states_it_trained_on(runs, tmp_p
     d = Distiller(tiny(runs, tmp_path, updates=40, lr=3e-3))
     xs, acts, targets, rec = d.collect()
     assert 0.0 <= rec["agreement"] <= 1.0 and 0.0 <= rec["same_counts"] <= 1.0
-    from mara_agents.ppo import stack_inputs
-
     x, a, t = stack_inputs(xs), torch.cat(acts), torch.cat(targets)
     with torch.no_grad():
         before = float(distill_loss(d.student, x, a, t))
