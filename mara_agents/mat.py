@@ -362,6 +362,24 @@ def ensemble_act(models: list[MAT], x: Inputs, deterministic: bool = True,
     for m in models:
         h, tok, _ = m.encode(x)
         parts.append(m._pointer(h, tok))
+    return decode_scores(models, parts, x, deterministic, generator)
+
+
+def decode_scores(models: list[MAT],
+                  parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], x: Inputs,
+                  deterministic: bool = True, generator: torch.Generator | None = None
+                  ) -> torch.Tensor:
+    """:func:`ensemble_act`'s node-by-node decoding, given each member's pointer parts
+    (``MAT._pointer`` of its encoding; member j's parts may come from inputs of its own
+    that share ``x``'s masks, caps and speeds, e.g. other forecast columns). Returns
+    int64[B, N] actions.
+
+    Raises:
+        ValueError: no members, or not one parts tuple per member."""
+    if not models or len(parts) != len(models):
+        raise ValueError(f"parts: expected one (qk, a_node, a_tok) per member, got "
+                         f"{len(parts)} for {len(models)} members")
+    first = models[0]
     b, n, k1 = x.mask.shape
     left0 = first._left0(x.cap)
     count = torch.zeros(b, k1)

@@ -5,7 +5,7 @@
 Runs one episode per seed (``seed0 .. seed0 + n - 1``) of ``CoRE-v0`` on the batched
 simulator with greedy MARA, once for every K in the list. K = 1 is plain MARA (the FM noise
 seed 0, as in training). K > 1 computes the forecast columns K times with independent FM
-noise (noise seeds 7 .. 6 + K) and decodes with the sum of the MAT's pointer scores over the
+noise (noise seeds 7 .. 6 + K) and decodes with the mean of the MAT's pointer scores over the
 K inputs at every node position (the same conditioning and sequential mask), i.e. an
 ensemble of one MAT over forecast draws. Prints each K's mean completion rate and the
 paired difference of every K to the first, with its standard error.
@@ -22,35 +22,19 @@ import torch
 import core_env
 from core_env.forecast.cache import ForecastCache
 from mara_agents.forecast import FlowMatchingForecaster
-from mara_agents.mat import MAT, Inputs, inputs_from_batched
+from mara_agents.mat import MAT, Inputs, decode_scores, inputs_from_batched
 from mara_agents.ppo import load_checkpoint, model_from_checkpoint, train_config, wrapped_layout
 
 
 def act_over_inputs(model: MAT, xs: list[Inputs]) -> torch.Tensor:
-    """Greedy joint action from the summed scores of one MAT over several inputs that
-    differ only in their forecast columns."""
+    """Greedy joint action from the mean of one MAT's pointer scores over several inputs
+    that differ only in their forecast columns (``mat.decode_scores``, the decoding of
+    ``mat.ensemble_act``, with the same MAT as every member)."""
     parts = []
     for x in xs:
         h, tok, _ = model.encode(x)
         parts.append(model._pointer(h, tok))
-    x = xs[0]
-    b, n, k1 = x.mask.shape
-    left0 = model._left0(x.cap)
-    count, speed_sum, prev = torch.zeros(b, k1), torch.zeros(b, k1), torch.zeros(b, k1)
-    actions = torch.zeros(b, n, dtype=torch.long)
-    rows = torch.arange(b)
-    everything = torch.ones(b, k1, dtype=torch.bool)
-    for i in range(n):
-        cond, cap_ok = model._cond(count, speed_sum, left0, prev)
-        total = sum(model._logits(qk[:, i], an[:, i], at, cond, everything)
-                    for qk, an, at in parts)
-        a = total.masked_fill(~(x.mask[:, i] & cap_ok), -1e9).argmax(-1)
-        actions[:, i] = a
-        count[rows, a] += 1.0
-        speed_sum[rows, a] += x.speed[:, i]
-        prev = torch.zeros(b, k1)
-        prev[rows, a] = 1.0
-    return actions
+    return decode_scores([model] * len(xs), parts, xs[0])
 
 
 def completion_rates(blob: dict, k: int, seeds: list[int]) -> np.ndarray:
@@ -80,9 +64,11 @@ def completion_rates(blob: dict, k: int, seeds: list[int]) -> np.ndarray:
 
 
 def main() -> None:
+    if len(sys.argv) != 5:
+        raise SystemExit("usage: forecast_tta.py CHECKPOINT K1,K2,... FIRST_SEED N_SEEDS")
     torch.set_num_threads(1)
-    path, ks, first, n = sys.argv[1], [int(k) for k in sys.argv[2].split(",")], *map(
-        int, sys.argv[3:5])
+    path, ks = sys.argv[1], [int(k) for k in sys.argv[2].split(",")]
+    first, n = int(sys.argv[3]), int(sys.argv[4])
     blob = load_checkpoint(path)
     seeds = list(range(first, first + n))
     res = {}

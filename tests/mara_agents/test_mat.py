@@ -11,7 +11,7 @@ from core_env.forecast import LossForecastWrapper, WLSForecaster
 from core_env.forecast.cache import ForecastCache
 from core_env.masks import sequential_masks
 from mara_agents.mat_numpy import NumpyEnsemble, NumpyMAT
-from mara_agents.mat import (MAT, Inputs, MATConfig, ensemble_act, init_weights,
+from mara_agents.mat import (MAT, Inputs, MATConfig, decode_scores, ensemble_act, init_weights,
                              inputs_from_batched, split_observations)
 from mara_agents.ppo import wrapped_layout
 
@@ -251,6 +251,29 @@ def test_sampled_ensemble_actions_respect_the_sequential_masks_and_caps():
     seq = sequential_masks(x.mask.numpy().astype(np.int8), x.cap.numpy().astype(np.int64),
                            a.numpy())
     assert (np.take_along_axis(seq, a.numpy()[..., None], axis=-1) == 1).all()
+
+
+def test_decoding_members_with_inputs_of_their_own():
+    """decode_scores with member j scored on its own inputs: one MAT on two inputs that
+    differ only in the task features decodes like neither input alone, and like the
+    two-member ensemble of that MAT on one input when both inputs are the same."""
+    x = _random_inputs(64, seed=15)
+    y = x._replace(tasks=x.tasks + 0.5 * torch.randn(x.tasks.shape,
+                                                     generator=torch.Generator().manual_seed(1)))
+    m = _model(seed=3)
+
+    def parts(inp):
+        h, tok, _ = m.encode(inp)
+        return m._pointer(h, tok)
+
+    with torch.no_grad():
+        assert torch.equal(decode_scores([m, m], [parts(x), parts(x)], x),
+                           m.act(x, deterministic=True)[0])
+        both = decode_scores([m, m], [parts(x), parts(y)], x)
+        assert not torch.equal(both, m.act(x, deterministic=True)[0])
+        assert not torch.equal(both, m.act(y, deterministic=True)[0])
+        with pytest.raises(ValueError, match="one \\(qk, a_node, a_tok\\) per member"):
+            decode_scores([m, m], [parts(x)], x)
 
 
 def test_ensembles_refuse_members_that_do_not_fit():
