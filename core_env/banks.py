@@ -52,6 +52,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 """Where the shipped banks, the trace and the manifest live."""
 
@@ -229,7 +231,7 @@ class _Placement:
         self.records: list[np.ndarray] = []
         for i in idx:
             w, l, s = bank.curve(int(i))
-            x, y = np.log(w), np.log(l)
+            x, y = pmath.log(w), pmath.log(l)
             best = np.minimum.accumulate(y)
             new_min = np.r_[False, y[1:] < best[:-1]]
             late = x >= x[0] + TARGET_FROM * (x[-1] - x[0])
@@ -238,7 +240,7 @@ class _Placement:
                 continue  # the curve never improves late enough to carry a target
             self.x.append(x)
             self.y.append(y)
-            self.ys.append(np.log(s))
+            self.ys.append(pmath.log(s))
             self.records.append(rec)
             used.append(int(i))
         self.index = np.array(used, dtype=np.int64)  # bank index of each placed curve
@@ -280,9 +282,8 @@ def place_curves(name: str, split: str, log_required: np.ndarray, pick: np.ndarr
         rec = p.records[c]
         r = rec[min(int(pick[t, 1] * rec.size), rec.size - 1)]
         shifted = grid - (log_required[t] - p.x[c][r])
-        obs = np.interp(shifted, p.x[c], p.y[c])
-        obs_ll[t] = obs
-        true_ll[t] = np.interp(shifted, p.x[c], p.ys[c])
+        obs_ll[t] = pmath.interp(shifted, p.x[c], p.y[c])
+        true_ll[t] = pmath.interp(shifted, p.x[c], p.ys[c])
         # the noise-free level at s*, raised to what the observed curve reaches by then
         log_target[t] = max(obs_ll[t, :last[t] + 1].min(), true_ll[t, last[t]])
     return true_ll, obs_ll, log_target

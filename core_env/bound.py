@@ -42,6 +42,7 @@ import numpy as np
 from scipy.optimize import LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import first_crossing
 from core_env.presets import make_config
@@ -153,7 +154,7 @@ def _gain_segments(speeds_desc: np.ndarray, alpha: float, kmax: int
         a fast one at alpha < 1 loses work; those segments are dropped, the maximum kept).
     """
     k = np.arange(kmax + 1, dtype=np.float64)
-    g = np.concatenate([[0.0], np.cumsum(speeds_desc[:kmax]) * k[1:] ** (alpha - 1.0)])
+    g = np.concatenate([[0.0], np.cumsum(speeds_desc[:kmax]) * pmath.pow(k[1:], alpha - 1.0)])
     hull: list[int] = []
     for i in range(kmax + 1):  # upper hull, monotone chain from the left
         while len(hull) >= 2:
@@ -209,7 +210,7 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
     alpha = workload.alpha.astype(np.float32).astype(np.float64)
     segs = [_gain_segments(speeds, float(alpha[j]) if scaling == "concave" else 1.0,
                            int(kmax[j])) for j in range(m)]
-    per_slot = np.array([float(sl @ ln) for sl, ln in segs])  # most work in one slot
+    per_slot = np.array([float(pmath.rowsum(sl * ln)) for sl, ln in segs])  # most work in one slot
     cand = np.flatnonzero(np.isfinite(w) & (length > 0) & (per_slot * length >= w))
     if cand.size == 0:
         return BoundResult(0, m, 0, "lp", 0.0, None, None, None, 0.0, 0.0, scaling)

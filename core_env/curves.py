@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.banks import REAL_FAMILIES, place_curves
 
 WORK_MIN = 0.25
@@ -52,7 +53,7 @@ WORK_MAX = 4096.0
 GRID_SIZE = 64
 """Number of grid points."""
 
-LOG_WORK_GRID = np.linspace(math.log(WORK_MIN), math.log(WORK_MAX), GRID_SIZE)
+LOG_WORK_GRID = np.linspace(pmath.log(WORK_MIN), pmath.log(WORK_MAX), GRID_SIZE)
 """float64[G]: the log-work grid."""
 
 GRID_STEP = float(LOG_WORK_GRID[1] - LOG_WORK_GRID[0])
@@ -159,9 +160,10 @@ MAX_STAGES = max(_params(p).stages[1] for entries in MIXES.values() for p, _ in 
 
 _KNOT_EVERY = 4
 _KNOTS = np.arange(0, GRID_SIZE + _KNOT_EVERY, _KNOT_EVERY)
-_KNOT_WEIGHTS = np.maximum(0.0, 1.0 - np.abs(np.arange(GRID_SIZE)[None, :] - _KNOTS[:, None])
-                           / _KNOT_EVERY).astype(np.float32)
-"""[n_knots, G] linear interpolation from knots every 4 grid points (~0.6 in log work)."""
+_KNOT_LEFT = np.arange(GRID_SIZE) // _KNOT_EVERY
+"""Grid point i lies between knots i // 4 and i // 4 + 1 (knots every ~0.6 in log work)..."""
+_KNOT_FRAC = (np.arange(GRID_SIZE) % _KNOT_EVERY) / _KNOT_EVERY
+"""... at this fraction of the way: the correlated noise is linear between knots."""
 
 _F = np.float32
 
@@ -195,8 +197,8 @@ def _mix_table(mix: str) -> dict[str, np.ndarray]:
     t = {"cum": np.cumsum(w / w.sum())[:-1],
          "is_rl": np.array([p.family == "rl" for p in ps]),
          "regression_prob": np.array([p.regression_prob for p in ps]),
-         "scale_lo": np.log([p.scale_frac[0] for p in ps]),
-         "scale_hi": np.log([p.scale_frac[1] for p in ps])}
+         "scale_lo": pmath.log([p.scale_frac[0] for p in ps]),
+         "scale_hi": pmath.log([p.scale_frac[1] for p in ps])}
     for name in ("exponent", "initial_loss", "floor_frac", "stages", "drop_factor",
                  "regression_size"):
         t[name + "_lo"] = np.array([getattr(p, name)[0] for p in ps], dtype=np.float64)
@@ -226,7 +228,7 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
             lo, hi = lo[:, None], hi[:, None]
         return lo + (hi - lo) * col
 
-    log_required = np.log(required_work)
+    log_required = pmath.log(required_work)
     log_scale = log_required + between("scale", u[:, 1])
     k = between("exponent", u[:, 2])
     l0 = between("initial_loss", u[:, 3])
@@ -244,8 +246,8 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
     at = np.sort(-1.0 + 3.0 * cols[0], axis=1)
     at = np.where(is_rl, at, at - 0.5)  # rl centres in [-1, 2], vision drops in [-1.5, 1.5]
     width = (0.15 + 0.25 * cols[1]) / between("exponent", cols[2])
-    raw = -np.log1p(-cols[3]) * active  # exponentials: a Dirichlet over the active stages
-    rl_weight = raw / raw.sum(axis=1, keepdims=True)
+    raw = -pmath.log1p(-cols[3]) * active  # exponentials: a Dirichlet over the active stages
+    rl_weight = raw / pmath.rowsum(raw)[:, None]
     factor = np.where(active, between("drop_factor", cols[4]), 1.0)
     weight = np.where(is_rl, rl_weight, factor)
     knots = rng.standard_normal(size=(n, _KNOTS.size), dtype=np.float32)
@@ -257,20 +259,10 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
                        bump=bump.astype(_F), pick=u[:, 1:3])
 
 
-def _softplus(x: np.ndarray) -> np.ndarray:
-    """ln(1 + e^x) (np.logaddexp is ~20x slower; x <= ~20 here, so exp cannot overflow)."""
-    return np.log1p(np.exp(x))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    half = _F(0.5)
-    return half * (_F(1.0) + np.tanh(half * x))
-
-
 def _shape(family: str, c: CurveParams, log_u: np.ndarray, stages: int) -> np.ndarray:
-    """float32[n, G] decreasing shape g in [0, 1] of tasks of one family entry whose
-    rl stages / vision drops are at most ``stages``."""
-    k = c.k[:, None]
+    """float64[n, G] decreasing shape g in [0, 1] of tasks of one family entry whose
+    rl stages / vision drops are at most ``stages`` (``log_u`` = float64[n, G] ln(s / scale))."""
+    k = c.k[:, None].astype(np.float64)
     if family == "supervised":
         g = np.empty_like(log_u)
         for i, name in enumerate(SUPERVISED_SHAPES):
@@ -279,25 +271,27 @@ def _shape(family: str, c: CurveParams, log_u: np.ndarray, stages: int) -> np.nd
                 continue
             lu, ki = log_u[idx], k[idx]
             if name == "pow3":
-                g[idx] = np.exp(-ki * _softplus(lu))  # (1 + u)^-k
+                g[idx] = pmath.exp(-ki * pmath.softplus(lu))  # (1 + u)^-k
             elif name == "weibull":
-                g[idx] = np.exp(-np.exp(ki * lu))  # exp(-u^k)
+                g[idx] = pmath.exp(-pmath.exp(ki * lu))  # exp(-u^k)
             elif name == "mmf":
-                g[idx] = _sigmoid(-ki * lu)  # 1 / (1 + u^k)
+                g[idx] = pmath.sigmoid(-ki * lu)  # 1 / (1 + u^k)
             else:  # ilog: (1 + ln(1 + u))^-k
-                g[idx] = np.exp(-ki * np.log1p(_softplus(lu)))
+                g[idx] = pmath.exp(-ki * pmath.log1p(pmath.softplus(lu)))
         return g
+    at = c.stage_at.astype(np.float64)
+    weight = c.stage_weight.astype(np.float64)
     if family == "rl":  # 1 - sum_i w_i sigmoid((log u - c_i) / width_i)
+        width = c.stage_width.astype(np.float64)
         g = np.ones_like(log_u)
         for i in range(stages):
-            w = c.stage_weight[:, i:i + 1]
-            g -= w * _sigmoid((log_u - c.stage_at[:, i:i + 1]) / c.stage_width[:, i:i + 1])
-        return np.maximum(g, _F(0.0))
+            g -= weight[:, i:i + 1] * pmath.sigmoid((log_u - at[:, i:i + 1]) / width[:, i:i + 1])
+        return np.maximum(g, 0.0)
     # vision: (1 + u)^-k times a drop factor after each learning-rate step
-    g = np.exp(-k * _softplus(log_u))
+    g = pmath.exp(-k * pmath.softplus(log_u))
     for i in range(stages):
-        step = _sigmoid((log_u - c.stage_at[:, i:i + 1]) * _F(1.0 / 0.03))
-        g *= _F(1.0) - (_F(1.0) - c.stage_weight[:, i:i + 1]) * step
+        step = pmath.sigmoid((log_u - at[:, i:i + 1]) * (1.0 / 0.03))
+        g *= 1.0 - (1.0 - weight[:, i:i + 1]) * step
     return g
 
 
@@ -322,10 +316,10 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
     entries = MIXES[mix]
     n = c.entry.shape[0]
     family = np.zeros(n, dtype=np.int8)
-    true_ll = np.zeros((n, GRID_SIZE), dtype=_F)
-    obs_ll = np.zeros((n, GRID_SIZE), dtype=_F)
+    true_ll = np.zeros((n, GRID_SIZE), dtype=np.float32)
+    obs_ll = np.zeros((n, GRID_SIZE), dtype=np.float32)
     log_target = np.zeros(n)
-    grid = LOG_WORK_GRID.astype(_F)
+    grid = LOG_WORK_GRID
     for e, (p, _) in enumerate(entries):
         idx = np.flatnonzero(c.entry == e)
         if idx.size == 0:
@@ -336,23 +330,27 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
             true_ll[idx], obs_ll[idx], log_target[idx] = place_curves(
                 p.family, p.split, ce.log_required, ce.pick, LOG_WORK_GRID)
             continue
-        g = _shape(p.family, ce, grid[None, :] - ce.log_scale[:, None], p.stages[1])
-        curve = np.log(ce.floor[:, None] + (ce.l0 - ce.floor)[:, None] * g)
-        noise = (ce.knots * _F(p.noise_sigma)) @ _KNOT_WEIGHTS
-        white = ce.white * _F(p.white_sigma * math.sqrt(12.0))
+        g = _shape(p.family, ce, grid[None, :] - ce.log_scale[:, None].astype(np.float64),
+                   p.stages[1])
+        l0, floor = ce.l0[:, None].astype(np.float64), ce.floor[:, None].astype(np.float64)
+        curve = pmath.log(floor + (l0 - floor) * g)
+        knots = ce.knots.astype(np.float64) * p.noise_sigma
+        left = knots[:, _KNOT_LEFT]
+        noise = left + (knots[:, _KNOT_LEFT + 1] - left) * _KNOT_FRAC
+        white = ce.white.astype(np.float64) * (p.white_sigma * math.sqrt(12.0))
         if p.family == "rl":  # heteroscedastic: largest while the curve learns fastest
-            white *= _F(0.3) + _F(2.8) * g * (_F(1.0) - g)
+            white *= 0.3 + 2.8 * g * (1.0 - g)
             bumpy = np.flatnonzero(ce.bump[:, 2] > 0)
             if bumpy.size:
-                b = ce.bump[bumpy]
-                noise[bumpy] += b[:, 2:3] * np.exp(
-                    _F(-0.5) * ((grid[None, :] - b[:, 0:1]) / b[:, 1:2]) ** 2)
+                b = ce.bump[bumpy].astype(np.float64)
+                z = (grid[None, :] - b[:, 0:1]) / b[:, 1:2]
+                noise[bumpy] += b[:, 2:3] * pmath.exp(-0.5 * (z * z))
         true_ll[idx] = curve
         obs_ll[idx] = curve + noise + white
         i0, frac = grid_position(ce.log_required)
         rows = np.arange(idx.size)
-        lo = curve[rows, i0]
-        log_target[idx] = lo + (curve[rows, i0 + 1] - lo) * frac
+        lo = true_ll[idx[rows], i0].astype(np.float64)
+        log_target[idx] = lo + (true_ll[idx[rows], i0 + 1] - lo) * frac
     return family, true_ll, obs_ll, log_target
 
 
@@ -415,8 +413,8 @@ def first_crossing(table: np.ndarray, log_level: np.ndarray,
     denom = np.where(f_prev - f1 > 0, f_prev - f1, 1.0)
     frac = np.clip((f_prev - level) / denom, 0.0, 1.0)
     x = x_prev + frac * (LOG_WORK_GRID[i] - x_prev)
-    out = np.where(found, np.exp(x), np.inf)
+    out = np.where(found, pmath.exp(x), np.inf)
     already = y0 <= level
     if log_from is None:
         return np.where(already, WORK_MIN, out)
-    return np.where(already, np.exp(np.asarray(log_from, dtype=np.float64)), out)
+    return np.where(already, pmath.exp(np.asarray(log_from, dtype=np.float64)), out)

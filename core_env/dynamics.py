@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import GRID_SIZE, GRID_STEP, LOG_WORK_GRID
 from core_env.rewards import log_progress
@@ -164,9 +165,11 @@ def _admit(s: BatchState) -> None:
     s.slot_admitted[b, slot] = s.t[b]
     s.slot_cap[b, slot] = s.w_cap[b, tm]
     s.slot_alpha[b, slot] = s.w_alpha[b, tm]
+    s.slot_rate[b, slot] = pmath.pow(np.minimum(s.w_cap[b, tm], s.speed.shape[1]),
+                                     s.w_alpha[b, tm]) * s.mean_speed[b].astype(np.float64)
     s.slot_log_target[b, slot] = s.w_log_target[b, tm]
-    for arr in (s.slot_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi,
-                s.slot_slope, s.slot_n_obs, s.slot_nodes_last):
+    for arr in (s.slot_work, s.slot_log1p_work, s.slot_log_loss, s.slot_first_log_loss,
+                s.slot_psi, s.slot_slope, s.slot_n_obs, s.slot_nodes_last):
         arr[b, slot] = 0
 
 
@@ -215,21 +218,23 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     tb, tk = np.nonzero(count)
     ti = tb * k + tk  # flat [B, K] index of every trained slot (1-D takes are fast)
     cnt = count[tb, tk]
-    alpha = s.slot_alpha.ravel()[ti]
-    gain = speed_sum[tb, tk].astype(np.float32) * cnt.astype(np.float32) ** (alpha - np.float32(1))
-    work = s.slot_work.ravel()[ti] + gain
+    # (float64 with portable math, rounded to the float32 state once: see core_env.pmath)
+    alpha = s.slot_alpha.ravel()[ti].astype(np.float64)
+    gain = speed_sum[tb, tk] * pmath.exp((alpha - 1.0) * pmath.log_whole(cnt))  # cnt**(alpha-1)
+    work = (s.slot_work.ravel()[ti] + gain).astype(np.float32)
     s.slot_work.ravel()[ti] = work
+    s.slot_log1p_work.ravel()[ti] = pmath.log1p(work)
     # 5. observed loss at the new cumulative work
-    log_work = np.log(work)
-    x = (log_work - np.float32(LOG_WORK_GRID[0])) * np.float32(1.0 / GRID_STEP)
-    x = np.minimum(np.maximum(x, np.float32(0.0)), np.float32(GRID_SIZE - 1))
+    log_work = pmath.log(work).astype(np.float32)
+    x = (log_work.astype(np.float64) - LOG_WORK_GRID[0]) * (1.0 / GRID_STEP)
+    x = np.minimum(np.maximum(x, 0.0), GRID_SIZE - 1.0)
     i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
     frac = x - i0
     task = s.slot_task.ravel()[ti]
     gi = (tb * s.w_log_loss.shape[1] + task) * GRID_SIZE + i0
     table = s.w_log_loss.ravel()
-    lo = table[gi]
-    ll = lo + (table[gi + 1] - lo) * frac
+    lo = table[gi].astype(np.float64)
+    ll = lo + (table[gi + 1] - lo) * frac  # float64
     n_obs = s.slot_n_obs.ravel()[ti]
     first = np.where(n_obs == 0, ll, s.slot_first_log_loss.ravel()[ti])
     r = SLOPE_LAG + 1
@@ -274,7 +279,7 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     # episode end and reward
     terminated = (s.t >= p.arrival_slots) & (s.queued == 0) & (s.slot_task < 0).all(axis=1)
     truncated = ~terminated & (s.t >= p.max_steps)
-    phi_new = s.slot_psi.sum(axis=1, dtype=np.float64)
+    phi_new = pmath.rowsum(s.slot_psi)  # in slot order, whatever B is
     phi_new[terminated | truncated] = 0.0
     reward = successes + p.beta * (phi_new - s.phi)
     s.phi[:] = phi_new

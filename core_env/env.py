@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from core_env import dynamics
+from core_env import dynamics, pmath
 from core_env.config import CoreConfig
 from core_env.layout import Layout
 from core_env.observe import Observer
@@ -170,10 +170,10 @@ class CoreSchedulerEnv(ParallelEnv):
         lines = [f"t={int(s.t[0])} queued={int(s.queued[0])} arrived={int(s.arrived[0])} "
                  f"completed={int(s.completed[0])} expired={int(s.expired[0])}"]
         for k in np.flatnonzero(s.slot_task[0] >= 0):
-            y = float(np.exp(s.slot_log_loss[0, k])) if s.slot_n_obs[0, k] else float("nan")
+            y = float(pmath.exp(s.slot_log_loss[0, k])) if s.slot_n_obs[0, k] else float("nan")
             lines.append(f"  slot {k:2d}: deadline {int(s.slot_deadline[0, k]):4d} "
                          f"cap {int(s.slot_cap[0, k])} work {float(s.slot_work[0, k]):8.2f} "
-                         f"loss {y:.4f} target {float(np.exp(s.slot_log_target[0, k])):.4f}")
+                         f"loss {y:.4f} target {float(pmath.exp(s.slot_log_target[0, k])):.4f}")
         return "\n".join(lines)
 
     def close(self) -> None:

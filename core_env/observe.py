@@ -7,17 +7,25 @@ into buffers allocated once.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
+from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout, observation_layout, state_layout
 from core_env.dynamics import queue_window
 from core_env.state import NEVER, BatchState
 
-_LOG_WORK_NORM = np.float32(1.0 / math.log1p(WORK_MAX))
+_LOG_WORK_NORM = 1.0 / float(pmath.log1p(WORK_MAX))
+
+
+def full_rate(s: BatchState) -> np.ndarray:
+    """float64[B, K] work per slot of each visible task at full parallelism and mean node
+    speed, ``min(p_j, N)**alpha_j * mean_speed`` (portable math; 0 for empty slots)."""
+    return np.where(s.slot_task >= 0, s.slot_rate, 0.0)
+
+
 class Observer:
     """Writes observations ``[B, N, D]``, masks ``[B, N, K+1]`` and states for a batch.
 
@@ -55,7 +63,6 @@ class Observer:
         deadline, arrival = s.slot_deadline, s.slot_arrival
         left = deadline - t
         cap = np.minimum(s.slot_cap, n).astype(f32)
-        rate = cap ** s.slot_alpha * s.mean_speed[:, None]
         gap = (s.slot_log_loss - s.slot_log_target) * f32(0.25)
         task = {
             "present": pf,
@@ -64,16 +71,17 @@ class Observer:
             "critical": left * 4 <= deadline - arrival,
             "loss_gap": np.minimum(np.maximum(gap, -1.0), 1.0) * (s.slot_n_obs > 0),
             "progress": s.slot_psi,
-            "log_work": np.minimum(np.log1p(s.slot_work) * _LOG_WORK_NORM, 1.0),
+            "log_work": np.minimum(s.slot_log1p_work * _LOG_WORK_NORM, 1.0),
             "slope": np.minimum(np.maximum(s.slot_slope * f32(1.0 / 3.0), -1.0), 1.0),
             "nodes_last": s.slot_nodes_last * f32(1.0 / n),
             "cap": cap * f32(1.0 / n),
             "alpha": s.slot_alpha,
             "reachable_work": np.minimum(
-                np.log1p(rate * np.maximum(left, 0)) * _LOG_WORK_NORM, 1.0),
+                pmath.log1p(full_rate(s) * np.maximum(left, 0)) * _LOG_WORK_NORM, 1.0),
         }
+        tab.fill(0.0)  # empty slots: +0.0 whatever stale values their arrays hold
         for name, j in col.items():
-            np.multiply(task[name], pf, out=tab[:, :, j])
+            np.copyto(tab[:, :, j], task[name], casting="same_kind", where=present)
 
         urgency = np.ones(s.batch_size, dtype=f32)
         rows = np.flatnonzero(s.queued > 0)

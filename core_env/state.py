@@ -51,8 +51,10 @@ class BatchState:
     slot_admitted: np.ndarray  # int64[B, K], slot in which the task became visible
     slot_cap: np.ndarray  # int64[B, K], parallelism cap p_j
     slot_alpha: np.ndarray  # float32[B, K], scaling exponent
+    slot_rate: np.ndarray  # float64[B, K], min(p_j, N)**alpha_j * mean speed (full-cap work/slot)
     slot_log_target: np.ndarray  # float32[B, K], ln eps_j
     slot_work: np.ndarray  # float32[B, K], cumulative work s (node-slots)
+    slot_log1p_work: np.ndarray  # float64[B, K], ln(1 + s) (kept for the observation)
     slot_log_loss: np.ndarray  # float32[B, K], latest observed ln loss (0 if none)
     slot_first_log_loss: np.ndarray  # float32[B, K], first observed ln loss (0 if none)
     slot_psi: np.ndarray  # float32[B, K], log-progress psi_j in [0, 1]
@@ -99,7 +101,9 @@ def allocate(cfg: CoreConfig, batch_size: int) -> BatchState:
         slot_task=z((b, k), np.int64, -1), slot_arrival=z((b, k), np.int64),
         slot_deadline=z((b, k), np.int64), slot_admitted=z((b, k), np.int64),
         slot_cap=z((b, k), np.int64), slot_alpha=z((b, k), np.float32, 1),
+        slot_rate=z((b, k), np.float64),
         slot_log_target=z((b, k), np.float32), slot_work=z((b, k), np.float32),
+        slot_log1p_work=z((b, k), np.float64),
         slot_log_loss=z((b, k), np.float32), slot_first_log_loss=z((b, k), np.float32),
         slot_psi=z((b, k), np.float32), slot_slope=z((b, k), np.float32), slot_n_obs=z((b, k), np.int64),
         slot_nodes_last=z((b, k), np.int64),
@@ -138,7 +142,7 @@ def load_workload(s: BatchState, row: int, wl: Workload) -> None:
     s.last_slot[row] = -1
     s.slot_task[row] = -1
     for arr in (s.slot_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi,
-                s.slot_slope, s.slot_n_obs, s.slot_nodes_last):
+                s.slot_slope, s.slot_n_obs, s.slot_nodes_last, s.slot_rate, s.slot_log1p_work):
         arr[row] = 0
     for arr in (s.t, s.arrived, s.queued, s.completed, s.expired, s.illegal, s.conflicts,
                 s.switches, s.busy, s.phi, s.ep_return):

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.banks import trace_arrivals
 from core_env.config import CoreConfig
 from core_env.curves import (GRID_SIZE, CurveParams, concat_params, draw_curve_params,
@@ -85,14 +86,14 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     if m > w.max_tasks:  # probability < 1e-20 by construction of max_tasks
         raise RuntimeError(f"{m} arrivals exceed the task table capacity {w.max_tasks}")
     u = rng.random((m, 4))
-    lo, hi = np.log(w.required_work[0]), np.log(w.required_work[1])
-    s_star = np.exp(lo + (hi - lo) * u[:, 0])
+    lo, hi = pmath.log(w.required_work[0]), pmath.log(w.required_work[1])
+    s_star = pmath.exp(lo + (hi - lo) * u[:, 0])
     choices = np.asarray(w.parallelism_choices, dtype=np.int64)
     cap = choices[(u[:, 1] * len(choices)).astype(np.int64)]
     alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
     slack = w.deadline_slack[0] + (w.deadline_slack[1] - w.deadline_slack[0]) * u[:, 3]
     eff_cap = np.minimum(cap, cfg.cluster.n_nodes)
-    window = np.ceil(slack * s_star / eff_cap ** alpha).astype(np.int64)
+    window = np.ceil(slack * s_star / pmath.pow(eff_cap, alpha)).astype(np.int64)
     window = np.clip(window, w.window[0], w.window[1])
     return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
                  speeds=speeds, curves=draw_curve_params(rng, w.mix, s_star))

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from core_env import pmath
 from core_env.forecast.protocol import Forecaster, HistoryBatch
 from core_env.forecast.wls import norm_cdf
+from core_env.observe import full_rate
 from core_env.state import BatchState
 
 Z90 = 1.2815515655446004
@@ -46,11 +48,8 @@ def inputs_at(sim: BatchState, env: np.ndarray, slot: np.ndarray
 def achievable_work(sim: BatchState) -> np.ndarray:
     """float64[B, K] work each slot's task can still receive before its deadline at full
     parallelism and mean node speed (0 for empty slots)."""
-    n_nodes = sim.speed.shape[1]
-    cap = np.minimum(sim.slot_cap, n_nodes).astype(np.float64)
     left = np.maximum(sim.slot_deadline - sim.t[:, None], 0)
-    out = cap ** sim.slot_alpha.astype(np.float64) * sim.mean_speed[:, None] * left
-    return np.where(sim.slot_task >= 0, out, 0.0)
+    return full_rate(sim) * left
 
 
 def lognormal_p_reach(q10: np.ndarray, q50: np.ndarray, q90: np.ndarray,
@@ -58,10 +57,10 @@ def lognormal_p_reach(q10: np.ndarray, q50: np.ndarray, q90: np.ndarray,
     """P(remaining <= budget) under the log-normal through the quantiles (see the module
     docstring); 1 where the median is already 0 and the budget is positive."""
     tiny = 1e-9
-    m = np.log(np.maximum(q50, tiny))
-    s = np.maximum((np.log(np.maximum(q90, tiny)) - np.log(np.maximum(q10, tiny)))
+    m = pmath.log(np.maximum(q50, tiny))
+    s = np.maximum((pmath.log(np.maximum(q90, tiny)) - pmath.log(np.maximum(q10, tiny)))
                    / (2.0 * Z90), 0.05)
-    return np.clip(norm_cdf((np.log(np.maximum(budget, tiny)) - m) / s), 0.0, 1.0)
+    return np.clip(norm_cdf((pmath.log(np.maximum(budget, tiny)) - m) / s), 0.0, 1.0)
 
 
 class ForecastCache:

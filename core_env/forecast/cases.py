@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.curves import (FAMILIES, draw_curve_params, evaluate_curves, first_crossing,
                              grid_position)
 from core_env.forecast.protocol import HistoryBatch
@@ -59,8 +60,8 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
         The cases; those whose observed loss never reaches the target have ``remaining``
         = inf and should be skipped by metrics.
     """
-    lo, hi = np.log(required_work[0]), np.log(required_work[1])
-    s_star = np.exp(rng.uniform(lo, hi, size=n))
+    lo, hi = pmath.log(required_work[0]), pmath.log(required_work[1])
+    s_star = pmath.exp(rng.uniform(lo, hi, size=n))
     params = draw_curve_params(rng, mix, s_star)
     family, _, obs_ll, log_target = evaluate_curves(params, mix)
     required = first_crossing(obs_ll, log_target)
@@ -71,12 +72,13 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
     if not 0.0 < rate[0] <= rate[1]:
         raise ValueError(f"rate: expected 0 < low <= high, got {rate!r}")
     # environment-like schedule, independent of the truth given the prefix end
-    step = np.minimum(np.exp(rng.uniform(np.log(rate[0]), np.log(rate[1]), size=n)), end / 3.0)
-    jitter = rng.lognormal(0.0, 0.3, size=(n, max_obs))
+    step = np.minimum(pmath.exp(rng.uniform(pmath.log(rate[0]), pmath.log(rate[1]), size=n)),
+                      end / 3.0)
+    jitter = pmath.exp(rng.normal(0.0, 0.3, size=(n, max_obs)))  # log-normal
     work = np.cumsum(step[:, None] * jitter, axis=1)
     length = np.clip((work <= end[:, None]).sum(axis=1), 2, max_obs)
     width = int(length.max())
-    log_work = np.log(work[:, :width])
+    log_work = pmath.log(work[:, :width])
     pos = np.arange(width)[None, :]
     valid = pos < length[:, None]
     i0, w = grid_position(log_work)
@@ -87,7 +89,7 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
     log_loss = np.where(valid, log_loss, 0.0)
     rows = np.arange(n)
     x_now = log_work[rows, length - 1]
-    remaining = first_crossing(obs_ll, log_target, x_now) - np.exp(x_now)
+    remaining = first_crossing(obs_ll, log_target, x_now) - pmath.exp(x_now)
     batch = HistoryBatch(log_work=log_work, log_loss=log_loss, length=length.astype(np.int64),
                          key=rows.astype(np.int64))
     return ForecastCases(batch=batch, log_targets=log_target, remaining=remaining,

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env import pmath
 from core_env.curves import first_crossing
 from core_env.forecast.protocol import BaseForecaster, HistoryBatch, RemainingWork, point_forecast
 
@@ -44,7 +45,7 @@ class OracleForecaster(BaseForecaster):
                              f"{tables.shape[0]}), got {int(batch.key[bad])}")
         x_now, _ = batch.last()
         trained = batch.length > 0
-        s_now = np.where(trained, np.exp(x_now), 0.0)
+        s_now = np.where(trained, pmath.exp(x_now), 0.0)
         required = first_crossing(tables[batch.key], log_targets,
                                   np.where(trained, x_now, -np.inf))
         return point_forecast(required - s_now, budgets)

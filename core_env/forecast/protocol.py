@@ -25,6 +25,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from core_env import pmath
 from core_env.curves import WORK_MAX
 
 REMAINING_CAP = WORK_MAX
@@ -92,7 +93,7 @@ class HistoryBatch(NamedTuple):
                 raise ValueError(f"histories[{i}]: expected non-decreasing cumulative work")
             lengths[i] = work.shape[0]
             keys[i] = int(h[2]) if len(h) > 2 else -1
-            rows.append((np.log(work), np.log(loss)))
+            rows.append((pmath.log(work), pmath.log(loss)))
         width = int(lengths.max()) if n else 0
         log_work = np.zeros((n, width))
         log_loss = np.zeros((n, width))
@@ -197,7 +198,7 @@ def _check_targets(n: int, targets: np.ndarray, budgets: np.ndarray | None
             raise ValueError(f"budgets: expected shape ({n},), got {b.shape}")
         if not np.all(np.isfinite(b)) or np.any(b < 0):
             raise ValueError("budgets: expected finite non-negative work")
-    return np.log(t), b
+    return pmath.log(t), b
 
 
 def point_forecast(remaining: np.ndarray, budgets: np.ndarray) -> RemainingWork:

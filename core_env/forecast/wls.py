@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core_env import pmath
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
 
@@ -43,7 +44,7 @@ def norm_cdf(x: np.ndarray) -> np.ndarray:
     t = 1.0 / (1.0 + 0.3275911 * z)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (
         -1.453152027 + t * 1.061405429))))
-    erf = 1.0 - poly * np.exp(-z * z)
+    erf = 1.0 - poly * pmath.exp(-z * z)
     return 0.5 * (1.0 + np.sign(x) * erf)
 
 
@@ -86,7 +87,8 @@ class WLSForecaster(BaseForecaster):
         valid = (pos < length[:, None])
         if self.window is not None:
             valid &= age < self.window
-        w = np.where(valid, self.gamma ** np.maximum(age, 0), 0.0)
+        decay = pmath.pow(self.gamma, np.arange(h, dtype=np.float64))  # gamma**age
+        w = np.where(valid, decay[np.clip(age, 0, max(h - 1, 0))], 0.0)
         return _fit_from_sums(*_weighted_sums(w, batch.log_work, batch.log_loss), self)
 
     def predict_batch(self, batch: HistoryBatch, log_targets: np.ndarray,
@@ -98,8 +100,9 @@ class WLSForecaster(BaseForecaster):
 
 
 def _weighted_sums(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
-    return ((w).sum(axis=1), (w * x).sum(axis=1), (w * y).sum(axis=1),
-            (w * x * x).sum(axis=1), (w * x * y).sum(axis=1), (w * y * y).sum(axis=1))
+    # running sums: one summation order whatever the padded width of the batch
+    return (pmath.rowsum(w), pmath.rowsum(w * x), pmath.rowsum(w * y),
+            pmath.rowsum(w * x * x), pmath.rowsum(w * x * y), pmath.rowsum(w * y * y))
 
 
 def _fit_from_sums(s0, sx, sy, sxx, sxy, syy, p: WLSForecaster):
@@ -122,18 +125,18 @@ def _lognormal_remaining(c, b, sigma, ok, x_now, y_now, length, log_targets, bud
                          ) -> RemainingWork:
     n = c.shape[0]
     cap = REMAINING_CAP
-    s_now = np.where(length > 0, np.exp(x_now), 0.0)
+    s_now = np.where(length > 0, pmath.exp(x_now), 0.0)
     b_safe = np.where(ok, b, 1.0)
     mu = np.where(ok, (c - log_targets) / b_safe, 0.0)  # ln s*
     sd = np.where(ok, sigma / b_safe, 1.0)
-    lim = math.log(2.0 * cap)  # beyond this s* is "not within sight" anyway
+    lim = float(pmath.log(2.0 * cap))  # beyond this s* is "not within sight" anyway
 
     def remaining(log_s: np.ndarray) -> np.ndarray:
-        return np.clip(np.exp(np.minimum(log_s, lim)) - s_now, 0.0, cap)
+        return np.clip(pmath.exp(np.minimum(log_s, lim)) - s_now, 0.0, cap)
 
     q10, q50, q90 = (remaining(mu + z * sd) for z in (-_Z90, 0.0, _Z90))
     mean = remaining(mu + 0.5 * np.minimum(sd, 3.0) ** 2)
-    p = norm_cdf((np.log(s_now + budgets + 1e-12) - mu) / sd)
+    p = norm_cdf((pmath.log(s_now + budgets + 1e-12) - mu) / sd)
     p = np.where(mu > lim, 0.0, p)
     done = (length > 0) & (y_now <= log_targets)
     out = []

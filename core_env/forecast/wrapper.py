@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from core_env import pmath
 from core_env.forecast.cache import ForecastCache, achievable_work, inputs_at
 from core_env.forecast.protocol import (BaseForecaster, CurveHistory, Forecaster,
                                         HistoryBatch, RemainingWork)
@@ -76,9 +77,9 @@ def forecast(forecaster: Forecaster, batch: HistoryBatch, log_targets: np.ndarra
     else through the sequence-based protocol) and check its answer."""
     if isinstance(forecaster, BaseForecaster):
         return forecaster.predict_batch(batch, log_targets, budgets).check(batch.size)
-    histories = [CurveHistory(np.exp(batch.log_work[i, :n]), np.exp(batch.log_loss[i, :n]),
+    histories = [CurveHistory(pmath.exp(batch.log_work[i, :n]), pmath.exp(batch.log_loss[i, :n]),
                               int(batch.key[i])) for i, n in enumerate(batch.length)]
-    out = forecaster.predict(histories, np.exp(log_targets), budgets)
+    out = forecaster.predict(histories, pmath.exp(log_targets), budgets)
     return RemainingWork(*(np.asarray(a, dtype=np.float64) for a in out)).check(batch.size)
 
 

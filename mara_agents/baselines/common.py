@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout
@@ -59,7 +60,7 @@ def check_forecast_column(column: str) -> str:
 """Forecast columns that hold a normalised remaining work (see
 :mod:`core_env.forecast.wrapper`)."""
 
-_LOG_WORK_SCALE = math.log1p(WORK_MAX)
+_LOG_WORK_SCALE = float(pmath.log1p(WORK_MAX))
 
 
 class ClusterView(NamedTuple):
@@ -112,7 +113,7 @@ class ClusterView(NamedTuple):
         """float64[K] work per slot of each task on ``nodes`` nodes of mean speed:
         ``nodes**alpha * mean_speed`` (0 where ``nodes`` is 0)."""
         k = np.maximum(np.asarray(nodes, dtype=np.float64), 0.0)
-        return np.where(k > 0, k ** self.alpha, 0.0) * self.mean_speed
+        return pmath.pow(k, self.alpha) * self.mean_speed  # 0 where k = 0
 
     @property
     def achievable(self) -> np.ndarray:
@@ -190,7 +191,7 @@ class ObservationDecoder:
         t = int(np.rint(float(head[lay.index("time")]) * self.max_steps))
         left = np.rint(table[:, col["time_to_deadline"]] * self.window).astype(np.int64)
         age = np.rint(table[:, col["age"]] * self.window).astype(np.int64)
-        work = np.expm1(table[:, col["log_work"]].astype(np.float64) * _LOG_WORK_SCALE)
+        work = pmath.expm1(table[:, col["log_work"]].astype(np.float64) * _LOG_WORK_SCALE)
         speeds = obs[:, lay.index("speed")].astype(np.float64) * self.max_speed
         last = np.rint(obs[:, lay.index("last_slot")] * k).astype(np.int64) - 1
         return ClusterView(

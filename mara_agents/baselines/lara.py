@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env import pmath
 from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           SlotTracker, assign_nodes)
 
@@ -225,7 +226,7 @@ def steady_share(remaining: np.ndarray, slots: np.ndarray, alpha: np.ndarray,
         float64[n] fractional nodes (uncapped).
     """
     r = np.asarray(remaining, dtype=np.float64) / (speed * np.asarray(slots, dtype=np.float64))
-    return np.where(r >= 1.0, np.maximum(r, 1.0) ** (1.0 / np.asarray(alpha)), r)
+    return np.where(r >= 1.0, pmath.pow(np.maximum(r, 1.0), 1.0 / np.asarray(alpha)), r)
 
 
 class LARAPolicy(CentralPolicy):
@@ -300,9 +301,9 @@ class LARAPolicy(CentralPolicy):
                                               alpha, v), cap[cand])
             if p.capacity_model == "cluster":
                 # node-slots at the steady allocation (a whole node at least)
-                proc = np.maximum(x[cand], 1.0) ** (1.0 - alpha) * r / v / plan_nodes
+                proc = pmath.pow(np.maximum(x[cand], 1.0), 1.0 - alpha) * r / v / plan_nodes
             else:
-                proc = r / (v * np.minimum(plan_nodes, cap[cand]) ** alpha)
+                proc = r / (v * pmath.pow(np.minimum(plan_nodes, cap[cand]), alpha))
             accepted = cand[moore_hodgson(proc, d)]
 
         # 3. shares: steady shares in EDF order, leftovers to the earliest deadlines

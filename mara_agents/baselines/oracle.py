@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from core_env import pmath
 from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           assign_nodes)
 
@@ -77,7 +78,6 @@ class OracleGreedyPolicy(CentralPolicy):
 
 def _fewest_nodes(remaining: float, alpha: float, speed: float, slots: int, cap: int) -> int:
     """Smallest k in [1, cap] with ``k**alpha * speed * slots >= remaining`` (cap if none)."""
-    for k in range(1, cap + 1):
-        if k ** alpha * speed * slots >= remaining * (1 - 1e-6) - 1e-9:
-            return k
-    return cap
+    k = np.arange(1, cap + 1, dtype=np.float64)
+    enough = pmath.pow(k, alpha) * speed * slots >= remaining * (1 - 1e-6) - 1e-9
+    return int(np.argmax(enough)) + 1 if enough.any() else cap

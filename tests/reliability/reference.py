@@ -11,28 +11,27 @@ What is taken from ``core_env`` and what is not
     arrays, no masks, no dynamics. Workload generation is tested separately.
 
 Numeric contract (what "bit for bit" means)
-    The simulator stores its state in float32 and computes with numpy's float32 ufuncs on
-    arrays. Exact equality is only meaningful if the reference performs the same IEEE
+    The simulator stores its state in float32, computes in float64 and rounds once when it
+    stores; elementary functions come from :mod:`core_env.pmath` (the same bits on every
+    machine and for every array length, so a scalar call here equals the simulator's array
+    call). Exact equality is only meaningful if the reference performs the same IEEE
     operations, so it uses these conventions, each stated here rather than copied:
 
     * node speeds, cumulative work, alpha, targets and the noise table are float32;
-    * a task trained by k nodes gains ``f32(sum of delivered speeds, summed in float64 in
-      node order) * f32(k) ** (alpha - 1)`` (float32 power), and a switching node delivers
-      ``f32(speed) * f32(1 - c)``;
-    * ``ln work`` is a float32 log; its grid position ``x = (ln w - g_0) / step`` is float32,
-      clipped to [0, G - 1]; the observed log-loss is the float64 linear interpolation
-      ``lo + (hi - lo) * (x - i0)`` between the float32 table values lo and hi, with the
-      difference ``hi - lo`` rounded to float32;
+    * a task trained by k nodes gains ``(sum of delivered speeds, in float64 in node order)
+      * pmath.pow(k, alpha - 1)`` in float64, added to its float32 work in float64 and
+      rounded to float32; a switching node delivers ``f32(speed) * f32(1 - c)``;
+    * ``ln work`` is ``pmath.log`` of that work rounded to float32; its grid position
+      ``x = (ln w - g_0) / step`` is float64, clipped to [0, G - 1]; the observed log-loss is
+      the float64 linear interpolation ``lo + (hi - lo) * (x - i0)`` between the float32
+      table values lo and hi;
     * success compares that float64 log-loss with the float32 target (``<=``);
     * psi uses the float64 latest loss, the first observed loss (float32 once stored) and a
       denominator floored at ``f32(1e-6)``, and is stored as float32;
     * the slope feature is ``(ln y_n - ln y_m) / (ln w_n - ln w_m)`` between the new
-      observation n and observation m = max(n - 4, 0) (0 if n = 0 or the work did not move).
-
-    float32 elementary functions are evaluated on one-element arrays (:func:`_f32`), because
-    numpy's scalar and array float32 ``power``/``log`` loops may round differently. The
-    potential Phi is summed with :func:`math.fsum` (exact); the summation order is not part
-    of the specification, so rewards are compared to 1e-9 rather than bit for bit.
+      observation n and observation m = max(n - 4, 0) (0 if n = 0 or the work did not move);
+    * the potential Phi is the float64 sum of the visible tasks' psi in slot order, left to
+      right, so rewards and returns are compared bit for bit as well.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import GRID_SIZE, GRID_STEP, LOG_WORK_GRID
 from core_env.workload import Workload
@@ -50,11 +50,6 @@ from core_env.workload import Workload
 F32 = np.float32
 SLOPE_LAG = 4
 """The slope feature spans the last SLOPE_LAG + 1 observations (SPEC: "recent slope")."""
-
-
-def _f32(fn: np.ufunc, *args: float) -> F32:
-    """A float32 ufunc evaluated the way an array would be (one-element arrays)."""
-    return fn(*(np.array([a], dtype=F32) for a in args))[0]
 
 
 @dataclass
@@ -185,15 +180,15 @@ class ReferenceSim:
                 task.nodes_last = 0
         for task in trained:
             k = nodes[task.row]
-            gain = F32(F32(speed_sum[task.row]) * _f32(np.power, F32(k), task.alpha - F32(1.0)))
-            task.work = F32(task.work + gain)
+            gain = speed_sum[task.row] * float(pmath.pow(float(k), float(task.alpha) - 1.0))
+            task.work = F32(float(task.work) + gain)
             # 5. observed loss at the new cumulative work
-            log_work = _f32(np.log, task.work)
-            x = F32((log_work - F32(LOG_WORK_GRID[0])) * F32(1.0 / GRID_STEP))
-            x = min(max(x, F32(0.0)), F32(GRID_SIZE - 1))
+            log_work = F32(pmath.log(float(task.work)))
+            x = (float(log_work) - float(LOG_WORK_GRID[0])) * (1.0 / GRID_STEP)
+            x = min(max(x, 0.0), GRID_SIZE - 1.0)
             i0 = min(int(x), GRID_SIZE - 2)
-            lo, hi = task.table[i0], task.table[i0 + 1]
-            log_loss = float(lo) + float(F32(hi - lo)) * (float(x) - i0)
+            lo, hi = float(task.table[i0]), float(task.table[i0 + 1])
+            log_loss = lo + (hi - lo) * (x - i0)
             n_obs = len(task.history)
             first = log_loss if n_obs == 0 else float(task.first_log_loss)
             if n_obs == 0:
@@ -222,8 +217,11 @@ class ReferenceSim:
         terminated = (self.t >= self.arrival_slots and not self.queue
                       and all(task is None for task in self.slots))
         truncated = not terminated and self.t >= self.max_steps
-        phi = 0.0 if terminated or truncated else math.fsum(
-            float(task.psi) for task in self.slots if task is not None)
+        phi = 0.0
+        if not (terminated or truncated):
+            for task in self.slots:  # in slot order, left to right
+                if task is not None:
+                    phi += float(task.psi)
         reward = successes + self.beta * (phi - self.phi)
         self.phi = phi
         self.ep_return += reward

@@ -1,0 +1,135 @@
+"""Compiled kernels of :mod:`core_env.pmath` (used when numba is installed).
+
+Each function is fdlibm's algorithm on one float64, written with the same IEEE operations in
+the same order as the numpy kernels of :mod:`core_env.pmath` (numba compiles without
+fast-math, so LLVM neither reorders them nor fuses a multiply and an add into an FMA), and
+the same special cases; ``tests/core_env/test_pmath.py`` checks the two bit for bit. The
+scalar functions are plain Python too (``exp_scalar.py_func``); the ufunc :func:`kernel` at
+the bottom is what :mod:`core_env.pmath` calls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, vectorize
+
+from core_env._fdlibm import (EXP_MAX, EXP_MIN, INV_LN2, LG1, LG2, LG3, LG4, LG5, LG6,
+                                      LG7, LN2_HI, LN2_LO, P1, P2, P3, P4, P5, SQRT_HALF)
+
+_JIT = {"cache": True, "error_model": "numpy"}  # division by zero gives inf, never raises
+
+
+@njit(**_JIT)
+def exp_scalar(x: float) -> float:
+    if x != x:
+        return x
+    if x > EXP_MAX:
+        return math.inf
+    if x < EXP_MIN:
+        return 0.0
+    n = np.rint(x * INV_LN2)
+    hi = x - n * LN2_HI
+    lo = n * LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    return math.ldexp(y, int(n))
+
+
+@njit(**_JIT)
+def log_scalar(x: float) -> float:
+    if not (x > 0.0 and x < math.inf):
+        if x == 0.0:
+            return -math.inf
+        if x == math.inf:
+            return math.inf
+        return math.nan
+    m, e = math.frexp(x)
+    if m < SQRT_HALF:
+        m = m + m
+        e -= 1
+    k = float(e)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    r = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7))) + w * (LG2 + w * (LG4 + w * LG6))
+    hfsq = 0.5 * f * f
+    return k * LN2_HI - ((hfsq - (s * (hfsq + r) + k * LN2_LO)) - f)
+
+
+@njit(**_JIT)
+def log1p_scalar(x: float) -> float:
+    u = 1.0 + x
+    d = u - 1.0
+    if d == 0.0:
+        return x
+    if u == math.inf:
+        return math.inf
+    return log_scalar(u) * (x / d)
+
+
+@njit(**_JIT)
+def expm1_scalar(x: float) -> float:
+    u = exp_scalar(x)
+    if u == 1.0:
+        return x
+    um1 = u - 1.0
+    if um1 == -1.0:
+        return -1.0
+    if u == math.inf:
+        return math.inf
+    return um1 * (x / log_scalar(u))
+
+
+@njit(**_JIT)
+def pow_scalar(x: float, y: float) -> float:
+    if x != x or y != y:
+        return math.nan
+    if y == 0.0:
+        return 1.0
+    if x < 0.0:
+        return math.nan
+    if x == 0.0:
+        return 0.0 if y > 0.0 else math.inf
+    return exp_scalar(y * log_scalar(x))
+
+
+@njit(**_JIT)
+def sigmoid_scalar(x: float) -> float:
+    e = exp_scalar(-abs(x))
+    if x >= 0.0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+@njit(**_JIT)
+def softplus_scalar(x: float) -> float:
+    return max(x, 0.0) + log1p_scalar(exp_scalar(-abs(x)))
+
+
+OPS = ("exp", "log", "log1p", "expm1", "pow", "sigmoid", "softplus")
+"""The functions of :func:`kernel`, by op code (their index)."""
+
+
+@vectorize(["float64(int64, float64, float64)"], cache=True)
+def kernel(op, x, y):
+    """``OPS[op](x)`` (``pow(x, y)`` for op 4; y is ignored otherwise). One ufunc for all
+    seven functions: loading each compiled ufunc from numba's cache costs ~40 ms per process,
+    one costs that once."""
+    if op == 0:
+        return exp_scalar(x)
+    if op == 1:
+        return log_scalar(x)
+    if op == 2:
+        return log1p_scalar(x)
+    if op == 3:
+        return expm1_scalar(x)
+    if op == 4:
+        return pow_scalar(x, y)
+    if op == 5:
+        return sigmoid_scalar(x)
+    return softplus_scalar(x)
