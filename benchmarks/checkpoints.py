@@ -18,9 +18,7 @@ checkpoint=[...])``), compared like any checkpoint::
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import numpy as np
 
 from benchmarks.harness import _pinned_episode
 from benchmarks.stats import mean_ci
+from core_env.processes import worker_pool
 
 REFERENCE = "lara"
 
@@ -81,7 +80,7 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
     if workers == 1:
         rates = [_pinned_episode(_run, s) for s in specs]
     else:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             rates = list(pool.map(_pinned_episode, [_run] * len(specs), specs))
     table = np.asarray(rates).reshape(len(cols), seeds) * 100.0
     rows = []

@@ -68,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--out", type=Path, default=Path("results/soak"))
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except ValueError as e:  # bad input found while starting (a name, a file): no traceback
+        parser.exit(2, f"mara-bench {args.suite}: error: {e}\n")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand."""
     if args.suite == "demo":
         from benchmarks import demo
         print(demo.main())

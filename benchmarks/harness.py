@@ -21,14 +21,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
-import multiprocessing as mp
-
 from benchmarks.stats import mean_ci
+from core_env.processes import worker_pool
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""
@@ -149,20 +150,93 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _clean_store(store: Path) -> None:
-    """Remove temporary files left by killed writers (their pid is gone) and move aside
-    episode files that do not parse as a JSON object (so they are recomputed)."""
+_COUNTS = ("arrived", "completed", "expired", "illegal_actions", "capacity_conflicts",
+           "switches", "length")
+
+
+def check_record(record: Any, key: str, config_hash: str | None) -> str | None:
+    """What is wrong with a stored result, or None.
+
+    A stored result must be what its file name says it is: a dict whose ``preset``,
+    ``policy`` and ``seed`` make its key ``<preset>__<policy>__<seed>`` and whose
+    ``config_hash`` is the preset's current one. An episode's statistics must be whole
+    counts >= 0 with completed + expired <= arrived, ``completion_rate`` =
+    completed / arrived exactly, utilization in [0, 1] and a finite return; a bound record
+    needs 0 <= bound <= n_tasks.
+    """
+    import math
+
+    if not isinstance(record, dict):
+        return f"expected a JSON object, got {type(record).__name__}"
+    preset, policy, seed = record.get("preset"), record.get("policy"), record.get("seed")
+    if not (isinstance(preset, str) and isinstance(policy, str) and isinstance(seed, int)
+            and not isinstance(seed, bool)):
+        return "preset, policy and seed missing or of the wrong type"
+    if f"{preset}__{policy}__{seed}" != key:
+        return f"it holds {preset}__{policy}__{seed}, not {key}"
+    if record.get("config_hash") != config_hash:
+        return (f"config hash {record.get('config_hash')!r}, but {preset} has "
+                f"{config_hash!r} now")
+    if "bound" in record:
+        b, n = record.get("bound"), record.get("n_tasks")
+        if not (isinstance(b, int) and isinstance(n, int) and 0 <= b <= n):
+            return f"bound {b!r} of {n!r} tasks: expected whole numbers with 0 <= bound <= n"
+        return None
+    if not any(k in record for k in EPISODE_FIELDS):
+        return None  # the record of a custom episode function
+    missing = [k for k in EPISODE_FIELDS if k not in record]
+    if missing:
+        return f"episode statistics missing: {missing}"
+    bad = [k for k in _COUNTS if not (isinstance(record[k], int)
+                                      and not isinstance(record[k], bool) and record[k] >= 0)]
+    if bad:
+        return f"counts {bad} are not whole numbers >= 0"
+    if record["completed"] + record["expired"] > record["arrived"]:
+        return "completed + expired exceeds arrived"
+    rate = record["completion_rate"]
+    if not isinstance(rate, float) or rate != record["completed"] / max(record["arrived"], 1):
+        return (f"completion_rate {rate!r} is not completed / arrived = "
+                f"{record['completed']} / {record['arrived']}")
+    util, ret = record["utilization"], record["return"]
+    if not (isinstance(util, (int, float)) and 0.0 <= util <= 1.0):
+        return f"utilization {util!r} outside [0, 1]"
+    if not (isinstance(ret, (int, float)) and math.isfinite(ret)):
+        return f"return {ret!r} is not a finite number"
+    return None
+
+
+def _clean_store(store: Path, hashes: dict[str, str | None]) -> None:
+    """Remove temporary files left by killed writers (their pid is gone) and move aside, as
+    ``*.corrupt``, every episode file that does not parse or does not pass
+    :func:`check_record` (so it is recomputed), with a warning naming each."""
     for tmp in store.glob(".*.tmp"):
         pid = tmp.name.rsplit(".", 2)[-2]
         if not pid.isdigit() or not _pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
-    for f in store.glob("*.json"):
+    moved = []
+    for f in sorted(store.glob("*.json")):
         try:
-            ok = isinstance(json.loads(f.read_text()), dict)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            ok = False
-        if not ok:
+            record = json.loads(f.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            problem = f"unreadable ({type(e).__name__})"
+        else:
+            preset = record.get("preset") if isinstance(record, dict) else None
+            problem = check_record(record, f.stem, hashes.get(preset, _config_hash(preset)))
+        if problem is not None:
             os.replace(f, f.with_name(f.name + ".corrupt"))
+            moved.append(f"{f.name}: {problem}")
+    if moved:
+        warnings.warn(f"{store}: {len(moved)} stored results were invalid, moved aside as "
+                      f"*.corrupt and will be recomputed:\n  " + "\n  ".join(moved),
+                      stacklevel=3)
+
+
+def _config_hash(preset: Any) -> str | None:
+    """The config hash of a preset of core_env (None for anything else)."""
+    try:
+        return config_record(preset)["config_hash"] if isinstance(preset, str) else None
+    except ValueError:  # not a preset of core_env (a custom episode function)
+        return None
 
 
 def _update_manifest(out: Path, presets: Sequence[str]) -> None:
@@ -186,10 +260,7 @@ def _update_manifest(out: Path, presets: Sequence[str]) -> None:
                              f"code_versions; delete it to accept the episodes in {out}")
     hashes = dict(old["config_hashes"])
     for preset in sorted(set(presets)):
-        try:
-            h = config_record(preset)["config_hash"]
-        except ValueError:  # not a preset of core_env (a custom episode function)
-            h = None
+        h = _config_hash(preset)
         if preset in hashes and hashes[preset] != h:
             raise ValueError(
                 f"{out}: preset {preset!r} has changed since its episodes there were run "
@@ -249,8 +320,9 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
         raise ValueError(f"workers: expected >= 1, got {workers}")
     store = out / "episodes"
     store.mkdir(parents=True, exist_ok=True)
-    _clean_store(store)
     _update_manifest(out, [s.preset for s in specs])
+    hashes = {p: _config_hash(p) for p in {s.preset for s in specs}}
+    _clean_store(store, hashes)
     todo = [s for s in specs if not (store / f"{s.key}.json").exists()]
     bar = None
     if progress and todo:
@@ -259,7 +331,12 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
         bar = tqdm(total=len(todo), desc="episodes", unit="ep")
 
     def save(spec: EpisodeSpec, result: dict[str, Any]) -> None:
-        _write_atomic(store / f"{spec.key}.json", json.dumps(result))
+        record = {**result, "config_hash": hashes[spec.preset]}
+        problem = check_record(record, spec.key, hashes[spec.preset])
+        if problem is not None:
+            raise RuntimeError(f"episode {spec.key}: the episode function returned an "
+                               f"invalid result ({problem})")
+        _write_atomic(store / f"{spec.key}.json", json.dumps(record))
         if bar is not None:
             bar.update(1)
 
@@ -273,7 +350,7 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
             for spec in todo:
                 save(spec, _pinned_episode(episode_fn, spec))
         elif todo:
-            pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+            pool = worker_pool(workers)
             try:
                 futures = {pool.submit(_pinned_episode, episode_fn, spec): spec
                            for spec in todo}
@@ -292,7 +369,16 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
             os.environ["OMP_NUM_THREADS"] = saved_env
         if saved_threads is not None:
             torch.set_num_threads(saved_threads)
-    return [json.loads((store / f"{s.key}.json").read_text()) for s in specs]
+    results = []
+    for spec in specs:
+        path = store / f"{spec.key}.json"
+        record = json.loads(path.read_text())
+        problem = check_record(record, spec.key, hashes[spec.preset])
+        if problem is not None:  # changed by someone else while this run went on
+            raise RuntimeError(f"{path}: changed during the run ({problem}); rerun to "
+                               f"recompute it")
+        results.append({k: v for k, v in record.items() if k != "config_hash"})
+    return results
 
 
 def _run_ray(todo, episode_fn, save, ray_address):
@@ -491,7 +577,11 @@ def _plot_vs_load(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)

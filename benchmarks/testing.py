@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from benchmarks.harness import EpisodeSpec
@@ -13,9 +14,16 @@ BASE_RATE = {"lara": 0.5, "edf": 0.4, "oracle_greedy": 0.8}
 def synthetic_episode(spec: EpisodeSpec) -> dict[str, Any]:
     """Statistics that depend only on the spec: completion rate = base(policy) + 0.01 *
     (seed mod 5)."""
-    rate = BASE_RATE[spec.policy] + 0.01 * (spec.seed % 5)
-    done = int(100 * rate)
+    done = round(100 * BASE_RATE[spec.policy]) + spec.seed % 5
+    rate = done / 100  # what a real episode reports: completed / arrived
     return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
             "arrived": 100, "completed": done, "expired": 100 - done,
             "completion_rate": rate, "utilization": 0.7, "illegal_actions": 0,
             "capacity_conflicts": 0, "switches": 3, "length": 300, "return": float(done)}
+
+
+def slow_episode(spec: EpisodeSpec) -> dict[str, Any]:
+    """:func:`synthetic_episode` after two seconds (a run that is still going when a test
+    kills it)."""
+    time.sleep(2.0)
+    return synthetic_episode(spec)

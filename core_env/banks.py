@@ -117,26 +117,50 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _manifest(data_dir: Path) -> dict:
+def _manifest(data_dir: Path, required: bool) -> dict:
+    """The ``files`` table of a data folder's manifest (file name -> entry with ``sha256``).
+
+    Raises:
+        BankError: the manifest is unreadable or malformed, or it is missing where it is
+            ``required`` (the shipped folder always has one).
+    """
     path = data_dir / MANIFEST
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except FileNotFoundError:
+        if required:
+            raise BankError(f"{path}: manifest missing: the shipped data files cannot be "
+                            f"checked (reinstall the package, or regenerate them with "
+                            f"`python -m benchmarks.data.prepare`)") from None
         return {}
-    except (OSError, ValueError) as e:
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise BankError(f"{path}: unreadable manifest ({e})") from e
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("sha256"), str) for e in files.values()):
+        raise BankError(f"{path}: malformed manifest: expected {{\"files\": {{name: "
+                        f"{{\"sha256\": ...}}}}}}")
+    return files
 
 
 def _read_npz(path: Path, expected: dict[str, str]) -> dict[str, np.ndarray]:
     """The arrays of an npz file, checked against the manifest's checksum and for the
-    expected keys and dtype kinds; any failure is a :class:`BankError` naming the file."""
+    expected keys and dtype kinds; any failure is a :class:`BankError` naming the file.
+
+    The shipped folder's manifest must exist and list the file; a folder of your own may
+    have no manifest (then the arrays are only validated), but if it has one, the file must
+    be listed and match."""
     if not path.is_file():
         raise BankError(f"{path}: file missing (regenerate it with "
                         f"`python -m benchmarks.data.prepare`)")
-    entry = _manifest(path.parent).get("files", {}).get(path.name)
-    if entry is not None and _sha256(path) != entry["sha256"]:
-        raise BankError(f"{path}: checksum does not match {MANIFEST} (corrupted or "
-                        f"truncated file)")
+    files = _manifest(path.parent, required=path.parent.resolve() == DATA_DIR)
+    if files or path.parent.resolve() == DATA_DIR:
+        entry = files.get(path.name)
+        if entry is None:
+            raise BankError(f"{path}: not listed in {path.parent / MANIFEST}")
+        if _sha256(path) != entry["sha256"]:
+            raise BankError(f"{path}: checksum does not match {MANIFEST} (corrupted or "
+                            f"truncated file)")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}

@@ -15,13 +15,14 @@ tabulation); since each generator is consumed in episode order this changes no r
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from core_env import dynamics
-from core_env.config import CoreConfig
+from core_env.config import CoreConfig, check_seed
 from core_env.layout import Layout
 from core_env.observe import Observer
 from core_env.presets import make_config
@@ -63,13 +64,18 @@ class BatchedCoreEnv:
     def reset(self, seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Start a new episode in every environment; returns ``(obs, mask)``."""
         seed = self._seed if seed is None else seed
-        if seed is None or isinstance(seed, (int, np.integer)):
-            children = np.random.SeedSequence(seed).spawn(self.num_envs)
+        if seed is None or isinstance(seed, numbers.Integral):
+            children = np.random.SeedSequence(check_seed("seed", seed)).spawn(self.num_envs)
             self._rngs = [np.random.default_rng(c) for c in children]
         else:
-            seeds = list(seed)
+            if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence | np.ndarray):
+                raise ValueError(f"seed: expected None, an integer >= 0 or {self.num_envs} "
+                                 f"of them, got {seed!r}")
+            seeds = [check_seed(f"seed[{b}]", s) for b, s in enumerate(seed)]
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed: expected {self.num_envs} seeds, got {len(seeds)}")
+            if any(s is None for s in seeds):
+                raise ValueError("seed: expected integers >= 0 in a list of seeds, got None")
             self._rngs = [np.random.default_rng(s) for s in seeds]
         for b, wl in enumerate(generate_workloads(self.config, self._rngs)):
             load_workload(self.sim, b, wl)
@@ -150,5 +156,7 @@ class BatchedCoreEnv:
 def make_batched(env_id: str = "CoRE-v0", num_envs: int = 64, seed: int | Sequence[int] | None = None,
                  copy: bool = True, **overrides: Any) -> BatchedCoreEnv:
     """A :class:`BatchedCoreEnv` of a preset (``"CoRE-v0"`` or ``"core_env/CoRE-v0"``)."""
+    if not isinstance(env_id, str):
+        raise ValueError(f"env_id: expected a preset id such as 'CoRE-v0', got {env_id!r}")
     preset = env_id.split("/", 1)[1] if env_id.startswith("core_env/") else env_id
     return BatchedCoreEnv(make_config(preset, **overrides), num_envs, seed=seed, copy=copy)

@@ -29,6 +29,15 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
+def check_seed(name: str, seed: Any) -> int | None:
+    """``seed`` if it is None or a whole number >= 0 (not a bool), else ``ValueError``."""
+    if seed is None:
+        return None
+    if not _is_int(seed) or seed < 0:
+        _fail(name, seed, "None or an integer >= 0")
+    return int(seed)
+
+
 def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
     if not _is_int(value) or not lo <= value <= hi:
         _fail(name, value, f"an integer in [{lo}, {hi}]")

@@ -10,7 +10,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from core_env import dynamics, pmath
-from core_env.config import CoreConfig
+from core_env.config import CoreConfig, check_seed
 from core_env.layout import Layout
 from core_env.observe import Observer
 from core_env.presets import DEFAULT_PRESET, make_config
@@ -125,6 +125,9 @@ class CoreSchedulerEnv(ParallelEnv):
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Start an episode. ``seed`` reseeds the env's generator; ``options["workload"]``
         replays a given workload instead of drawing one."""
+        seed = check_seed("seed", seed)
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options: expected a dict or None, got {type(options).__name__}")
         if seed is not None or self._rng is None:
             self._rng = np.random.default_rng(seed)
         options = options or {}  # other keys are ignored (PettingZoo's API test passes some)
@@ -186,6 +189,21 @@ class CoreSchedulerEnv(ParallelEnv):
         return {a: {"observation": own_obs[i], "action_mask": own_mask[i]}
                 for i, a in enumerate(self.possible_agents)}
 
+    def check_action(self, agent: Any, act: Any) -> int:
+        """``act`` as an int if it is a valid action of ``agent``, else an exception naming
+        the agent (``KeyError`` for an unknown agent, ``ValueError`` for a bad action)."""
+        if agent not in self._index:
+            raise KeyError(f"unknown agent {agent!r}; agents are node_0..node_"
+                           f"{len(self.possible_agents) - 1}")
+        k = self.config.cluster.max_visible_tasks
+        if isinstance(act, np.ndarray) and act.shape == ():
+            act = act.item()
+        if isinstance(act, (bool, np.bool_)) or not isinstance(act, numbers.Integral):
+            raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act!r}")
+        if not 0 <= act <= k:
+            raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act}")
+        return int(act)
+
     def _parse_actions(self, actions: dict[str, Any]) -> np.ndarray:
         """int64[N] joint action; raises without touching the state on malformed input."""
         if not self.agents:
@@ -193,20 +211,10 @@ class CoreSchedulerEnv(ParallelEnv):
         if not isinstance(actions, dict):
             raise ValueError(f"actions: expected a dict agent -> int, got "
                              f"{type(actions).__name__}")
-        k = self.config.cluster.max_visible_tasks
         joint = np.zeros(len(self.possible_agents), dtype=np.int64)
         for agent, act in actions.items():
-            i = self._index.get(agent)
-            if i is None:
-                raise KeyError(f"unknown agent {agent!r}; agents are node_0..node_"
-                               f"{len(self.possible_agents) - 1}")
-            if isinstance(act, np.ndarray) and act.shape == ():
-                act = act.item()
-            if isinstance(act, bool) or not isinstance(act, numbers.Integral):
-                raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act!r}")
-            if not 0 <= act <= k:
-                raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act}")
-            joint[i] = act
+            value = self.check_action(agent, act)  # raises for an unknown agent
+            joint[self._index[agent]] = value
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise KeyError(f"missing actions for agents {missing}")

@@ -13,8 +13,7 @@ from typing import Any
 
 import gymnasium
 import pettingzoo
-from pettingzoo.utils.conversions import parallel_to_aec
-
+from core_env.aec import aec_env
 from core_env.env import CoreSchedulerEnv
 from core_env.presets import PRESETS
 
@@ -28,7 +27,7 @@ def make_parallel(preset: str, **overrides: Any) -> CoreSchedulerEnv:
 
 def make_aec(preset: str, **overrides: Any):
     """Entry point of the PettingZoo AEC registry."""
-    return parallel_to_aec(CoreSchedulerEnv(preset=preset, **overrides))
+    return aec_env(CoreSchedulerEnv(preset=preset, **overrides))
 
 
 def register_presets() -> None:

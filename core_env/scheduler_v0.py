@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pettingzoo.utils.conversions import parallel_to_aec
-
+from core_env.aec import aec_env
 from core_env.env import CoreSchedulerEnv
 
 raw_env = CoreSchedulerEnv
@@ -23,5 +22,6 @@ def parallel_env(**kwargs: Any) -> CoreSchedulerEnv:
 
 
 def env(**kwargs: Any):
-    """The AEC environment (PettingZoo's conversion of the parallel one)."""
-    return parallel_to_aec(CoreSchedulerEnv(**kwargs))
+    """The AEC environment (PettingZoo's conversion of the parallel one, with each action
+    checked when it is given: :mod:`core_env.aec`)."""
+    return aec_env(CoreSchedulerEnv(**kwargs))

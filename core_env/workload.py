@@ -16,8 +16,8 @@ import numpy as np
 from core_env import pmath
 from core_env.banks import trace_arrivals
 from core_env.config import CoreConfig
-from core_env.curves import (GRID_SIZE, CurveParams, concat_params, draw_curve_params,
-                             evaluate_curves, first_crossing)
+from core_env.curves import (FAMILIES, GRID_SIZE, CurveParams, concat_params,
+                             draw_curve_params, evaluate_curves, first_crossing)
 
 
 class Workload(NamedTuple):
@@ -132,8 +132,18 @@ def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
     return generate_workloads(cfg, [rng])[0]
 
 
+LOG_LOSS_LIMIT = 700.0
+"""Largest magnitude of a log-loss or log-target a workload may hold: the natural log of any
+positive float64 loss lies within it (and it fits float32 exactly enough)."""
+
+
 def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
     """Check a user-supplied workload against ``cfg``; return it with canonical dtypes.
+
+    Every value is checked against limits derived from the configuration before it is
+    converted to the simulator's dtypes, and the conversion is checked too, so no value
+    can overflow, wrap or round into something else (a cap of 1e30 wrapping to INT64_MIN, a
+    log-loss of 1e300 becoming inf in float32).
 
     Raises:
         ValueError: naming the field and the first offending task.
@@ -152,7 +162,8 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
     out = {}
     for name, shape in shapes.items():
         arr = np.asarray(getattr(wl, name))
-        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer)
+                                         or np.issubdtype(arr.dtype, np.floating)):
             raise ValueError(f"workload.{name}: expected a real numeric array, got dtype "
                              f"{arr.dtype}")
         if arr.shape != shape:
@@ -162,36 +173,52 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
             raise ValueError(f"workload.{name}: non-finite value at task/node {bad}")
         out[name] = arr
 
-    def first_bad(cond: np.ndarray) -> int:
-        return int(np.flatnonzero(cond)[0])
-
+    w = cfg.workload
+    cap_max = max(cfg.cluster.n_nodes, max(w.parallelism_choices))
+    arrival = out["arrival"]
     checks = [
-        ("arrival", (out["arrival"] < 0) | (out["arrival"] >= cfg.workload.arrival_slots),
-         f"integer slots in [0, arrival_slots={cfg.workload.arrival_slots})"),
-        ("arrival", np.r_[False, np.diff(out["arrival"]) < 0], "non-decreasing arrival slots"),
-        ("deadline", out["deadline"] <= out["arrival"], "deadline > arrival"),
-        ("deadline", out["deadline"] - out["arrival"] > cfg.workload.window[1],
-         f"a window of at most {cfg.workload.window[1]} slots"),
-        ("cap", out["cap"] < 1, "parallelism cap >= 1"),
+        ("arrival", (arrival < 0) | (arrival >= w.arrival_slots),
+         f"integer slots in [0, arrival_slots={w.arrival_slots})"),
+        ("arrival", np.r_[False, np.diff(arrival) < 0], "non-decreasing arrival slots"),
+        ("deadline", (out["deadline"] <= arrival)
+         | (out["deadline"] - arrival > w.window[1]),
+         f"deadline - arrival in [1, window[1]={w.window[1]}]"),
+        ("cap", (out["cap"] < 1) | (out["cap"] > cap_max),
+         f"a parallelism cap in [1, {cap_max}] (the larger of n_nodes and the largest "
+         f"parallelism choice)"),
         ("alpha", (out["alpha"] <= 0) | (out["alpha"] > 1), "alpha in (0, 1]"),
-        ("family", (out["family"] < 0) | (out["family"] > 127), "a family index"),
+        ("family", (out["family"] < 0) | (out["family"] >= len(FAMILIES)),
+         f"a family index in [0, {len(FAMILIES)}) (core_env.curves.FAMILIES)"),
         ("speeds", (out["speeds"] <= 0) | (out["speeds"] > cfg.cluster.max_speed),
          f"node speeds in (0, max_speed={cfg.cluster.max_speed}] (set node_speeds or "
          f"speed_choices in the config for faster nodes)"),
     ]
+    for name in ("log_target", "log_loss", "true_log_loss"):
+        checks.append((name, np.abs(out[name]) > LOG_LOSS_LIMIT,
+                       f"log-losses in [-{LOG_LOSS_LIMIT:g}, {LOG_LOSS_LIMIT:g}]"))
     for name, bad, allowed in checks:
         if np.any(bad):
-            i = first_bad(bad)
-            raise ValueError(f"workload.{name}[{i}]: expected {allowed}, "
-                             f"got {out[name][i]!r}")
+            i = np.argwhere(bad)[0]
+            raise ValueError(f"workload.{name}[{', '.join(map(str, i))}]: expected {allowed}, "
+                             f"got {out[name][tuple(i)]!r}")
     for name in ("arrival", "deadline", "cap", "family"):
         if not np.all(out[name] == np.round(out[name])):
             raise ValueError(f"workload.{name}: expected integers")
-    return Workload(arrival=out["arrival"].astype(np.int64),
-                    deadline=out["deadline"].astype(np.int64),
-                    log_target=out["log_target"].astype(np.float64),
-                    cap=out["cap"].astype(np.int64), alpha=out["alpha"].astype(np.float64),
-                    family=out["family"].astype(np.int8),
-                    log_loss=out["log_loss"].astype(np.float32),
-                    true_log_loss=out["true_log_loss"].astype(np.float32),
-                    speeds=out["speeds"].astype(np.float64))
+    canonical = Workload(
+        arrival=arrival.astype(np.int64), deadline=out["deadline"].astype(np.int64),
+        log_target=out["log_target"].astype(np.float64), cap=out["cap"].astype(np.int64),
+        alpha=out["alpha"].astype(np.float64), family=out["family"].astype(np.int8),
+        log_loss=out["log_loss"].astype(np.float32),
+        true_log_loss=out["true_log_loss"].astype(np.float32),
+        speeds=out["speeds"].astype(np.float64))
+    # the simulator stores alpha and speeds as float32: they must stay positive there
+    for name in ("alpha", "speeds"):
+        if np.any(getattr(canonical, name).astype(np.float32) <= 0):
+            i = int(np.flatnonzero(getattr(canonical, name).astype(np.float32) <= 0)[0])
+            raise ValueError(f"workload.{name}[{i}]: {out[name][i]!r} rounds to 0 in "
+                             f"float32; expected a value the simulator can store")
+    for name in ("arrival", "deadline", "cap", "family"):
+        if not np.array_equal(getattr(canonical, name), out[name]):
+            raise ValueError(f"workload.{name}: a value does not survive the conversion to "
+                             f"{getattr(canonical, name).dtype}")
+    return canonical

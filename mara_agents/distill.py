@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 import core_env
 from core_env.forecast.cache import ForecastCache
+from mara_agents import checkpoint_io
 from mara_agents._cli import check_ints, parse_config
 from mara_agents.mat import MAT, Inputs, ensemble_act, inputs_from_batched
 from mara_agents.ppo import (
@@ -277,10 +278,7 @@ class Distiller:
             "config": asdict(self.cfg), "teacher_files": [shown(p) for p in self.teacher_files],
             "student_file": shown(self.student_file), "history": self.history,
             "seconds": round(seconds, 1)})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(blob, tmp)
-        tmp.replace(path)
+        checkpoint_io.save(path, blob)
 
     def run(self) -> dict[str, Any]:
         """All iterations; writes ``last.pt`` after each and ``history.json`` at the end.

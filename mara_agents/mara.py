@@ -65,7 +65,11 @@ def checkpoint_forecaster(checkpoint: Checkpoints = None) -> tuple[str, int, int
     found = []
     for p in paths:
         cfg = train_config(load_checkpoint(p))
-        found.append((str(cfg["forecaster"]), int(cfg["fm_steps"]), int(cfg["fm_samples"])))
+        try:
+            found.append((str(cfg["forecaster"]), int(cfg["fm_steps"]),
+                          int(cfg["fm_samples"])))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{p}: train_config: malformed forecaster settings ({e!r})") from e
     for p, f in zip(paths[1:], found[1:]):
         if f != found[0]:
             raise ValueError(f"checkpoint: ensemble members read different forecast columns: "

@@ -48,6 +48,7 @@ import core_env
 from core_env.forecast.cache import ForecastCache
 from core_env.forecast.wrapper import FORECAST_FEATURES
 from core_env.layout import Layout
+from mara_agents import checkpoint_io
 from mara_agents._cli import check_ints, parse_config
 from mara_agents.mat import MAT, Inputs, MATConfig, init_weights, inputs_from_batched
 
@@ -310,14 +311,11 @@ def index_inputs(x: Inputs, idx: torch.Tensor) -> Inputs:
 def save_checkpoint(path: Path, model: MAT, layout: Layout, cfg: PPOConfig, norm: RunningNorm,
                     extra: dict[str, Any] | None = None) -> None:
     """Write a checkpoint (tensors, numbers, strings only: loads with weights_only=True),
-    atomically (temporary file + rename)."""
+    atomically and with an integrity record (:func:`mara_agents.checkpoint_io.save`)."""
     blob = {"format": CHECKPOINT_FORMAT, "mat_config": model.config.to_dict(),
             "layout": layout_record(layout), "train_config": cfg.to_dict(),
             "value_norm": norm.state(), "state_dict": model.state_dict(), **(extra or {})}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    tmp.replace(path)
+    checkpoint_io.save(path, blob)
 
 
 LEGACY_CONFIG = {"fm_steps": 10, "fm_samples": 32, "keep_checkpoints": False}
@@ -333,23 +331,32 @@ def train_config(blob: dict[str, Any]) -> dict[str, Any]:
     return {**LEGACY_CONFIG, "critic_lr": saved.get("lr"), **saved}
 
 
+CHECKPOINT_SCHEMA = {"mat_config": dict, "layout": dict, "train_config": dict,
+                     "value_norm": dict, "state_dict": dict}
+"""Entries every MARA checkpoint has, with their types."""
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a MARA checkpoint safely (``weights_only=True``) and check its format.
+    """Load a MARA checkpoint after checking it: the file's CRCs, a safe unpickling
+    (``weights_only=True``), its integrity record and finite weights
+    (:func:`mara_agents.checkpoint_io.load`), then its format and entries.
 
     Raises:
-        ValueError: not a file, unreadable, or not a MARA checkpoint (names the file).
+        ValueError: ``"<path>: ..."``, naming what is wrong.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such checkpoint file")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated, corrupted, or a pickle that needs code
-        raise ValueError(f"{path}: not a loadable MARA checkpoint ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0] if str(e) else ''})") from e
-    if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
+    blob = checkpoint_io.load(path, "MARA checkpoint")
+    if blob.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path}: not a MARA checkpoint (expected format "
-                         f"{CHECKPOINT_FORMAT!r})")
+                         f"{CHECKPOINT_FORMAT!r}, got {blob.get('format')!r})")
+    for key, kind in CHECKPOINT_SCHEMA.items():
+        if not isinstance(blob.get(key), kind):
+            raise ValueError(f"{path}: entry {key!r}: expected a {kind.__name__}, got "
+                             f"{type(blob.get(key)).__name__}")
+    bad = [k for k, v in blob["state_dict"].items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise ValueError(f"{path}: state_dict entries that are not tensors: {bad[:5]}")
+    if not isinstance(blob["train_config"].get("forecaster"), str):
+        raise ValueError(f"{path}: train_config has no forecaster name")
     return blob
 
 
@@ -367,8 +374,17 @@ def model_from_checkpoint(blob: dict[str, Any], layout: Layout, source: str = "c
     if diff:
         details = "; ".join(f"{k}: checkpoint {have.get(k)!r}, env {want[k]!r}" for k in diff)
         raise ValueError(f"{source}: trained for a different observation layout ({details})")
-    model = MAT(MATConfig(**blob["mat_config"]), layout)
-    model.load_state_dict(blob["state_dict"])
+    try:
+        model = MAT(MATConfig(**blob["mat_config"]), layout)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{source}: mat_config {blob['mat_config']!r} is not a valid MAT "
+                         f"configuration ({e})") from e
+    try:
+        model.load_state_dict(blob["state_dict"])
+    except RuntimeError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        raise ValueError(f"{source}: the weights do not fit mat_config "
+                         f"({'; '.join(lines[1:4]) or lines[0]})") from e
     model.eval()
     return model
 

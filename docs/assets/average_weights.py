@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import sys
 
-import torch
-
+from mara_agents import checkpoint_io
 from mara_agents.ppo import load_checkpoint
 
 
@@ -30,9 +29,9 @@ def main() -> None:
             raise SystemExit(f"{f}: another MAT size or layout than {files[0]}")
     state = {k: sum(b["state_dict"][k].float() for b in blobs) / len(blobs)
              for k in blobs[0]["state_dict"]}
-    blob = {k: v for k, v in blobs[0].items() if k != "optimizer"}
+    blob = {k: v for k, v in blobs[0].items() if k not in ("optimizer", "integrity")}
     blob["state_dict"] = state
-    torch.save(blob, out)
+    checkpoint_io.save(out, blob)
     print(f"wrote {out}: the mean of {len(files)} checkpoints' weights")
 
 

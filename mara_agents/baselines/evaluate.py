@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing as mp
 import time
 from typing import Any
 
 import numpy as np
+
+from core_env.processes import worker_pool
 
 DEFAULT_PRESETS = ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0")
 
@@ -70,8 +71,8 @@ def evaluate(policies: list[str], presets: list[str], seeds: list[int],
     jobs = [(p, pr, s, kwargs(p)) for pr in presets for p in policies for s in seeds]
     if workers <= 1:
         return [run_one(j) for j in jobs]
-    with mp.get_context("spawn").Pool(workers) as pool:
-        return pool.map(run_one, jobs, chunksize=4)
+    with worker_pool(workers) as pool:
+        return list(pool.map(run_one, jobs, chunksize=4))
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
-import zipfile
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ import torch
 
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
+from mara_agents import checkpoint_io
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
 from mara_agents.forecast.numpy_sampler import NumpySampler
 
@@ -197,11 +196,9 @@ class FlowMatchingForecaster(BaseForecaster):
         """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``;
         ``backend`` as for the class).
 
-        The file is first checked as a zip archive (torch's container) with every record's
-        CRC-32 verified, because ``torch.load`` does not check the CRCs of tensor data: a
-        flipped byte in the weights would otherwise load silently. Then ``torch.load``
-        with ``weights_only=True`` unpickles only tensors and plain containers, so a
-        checkpoint that carries code (a crafted pickle) is refused without running it.
+        The file is checked before it is trusted (:func:`mara_agents.checkpoint_io.load`:
+        every zip record's CRC-32, a ``weights_only`` unpickling that refuses code, the
+        integrity record and finite weights), then its format and shapes.
 
         Raises:
             FileNotFoundError: if there is no such file.
@@ -212,27 +209,7 @@ class FlowMatchingForecaster(BaseForecaster):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no FM forecaster checkpoint at {path}")
-        try:
-            with zipfile.ZipFile(path) as archive:
-                bad_record = archive.testzip()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, UnicodeDecodeError, EOFError,
-                ValueError) as e:
-            raise ValueError(f"{path}: not a readable torch checkpoint: not a zip archive, or "
-                             f"truncated or corrupted ({type(e).__name__}: {e})") from e
-        if bad_record is not None:
-            raise ValueError(f"{path}: corrupted checkpoint (CRC-32 mismatch in record "
-                             f"{bad_record!r})")
-        try:
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            lines = [ln for ln in str(e).splitlines() if "GLOBAL" in ln or "Unsupported" in ln]
-            reason = lines[0].strip() if lines else type(e).__name__
-            raise ValueError(f"{path}: refused: the checkpoint holds objects other than "
-                             f"tensors and plain data, which could run code on load "
-                             f"({reason})") from e
-        except (RuntimeError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, KeyError,
-                ValueError) as e:
-            raise ValueError(f"{path}: not a readable torch checkpoint ({e})") from e
+        ckpt = checkpoint_io.load(path, "FM forecaster checkpoint")
         net, sampler = from_checkpoint(ckpt, str(path))
         unknown = sorted(set(sampler_overrides) - {f.name for f in fields(SamplerConfig)})
         if unknown:
@@ -250,9 +227,7 @@ class FlowMatchingForecaster(BaseForecaster):
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`checkpoint` to ``path`` (``.pt``)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.checkpoint(), path)
+        checkpoint_io.save(path, self.checkpoint())
 
     # ------------------------------------------------------------------ forecasting
     def sample_trajectories(self, batch: HistoryBatch, log_targets: np.ndarray,

@@ -52,7 +52,7 @@ def test_the_cli_prints_a_table_and_workers_agree(two_runs, tmp_path, capsys):
 
 def test_bad_input_is_refused_with_the_reason(two_runs, tmp_path):
     a, _ = two_runs
-    with pytest.raises(ValueError, match="no such checkpoint file"):
+    with pytest.raises(ValueError, match="no such MARA checkpoint file"):
         ck.run([a, tmp_path / "missing.pt"], preset="CoRE-Small-v0", seeds=2, workers=1)
     with pytest.raises(ValueError, match="seeds"):
         ck.run([a], preset="CoRE-Small-v0", seeds=1, workers=1)
@@ -73,5 +73,5 @@ def test_a_comma_separated_entry_is_an_ensemble_of_its_files(two_runs, tmp_path)
     assert len(policy.models) == 2
     direct = [100.0 * run_episode(env, policy, s)["completion_rate"] for s in (3, 4)]
     assert res["per_seed"][pair] == pytest.approx(direct)
-    with pytest.raises(ValueError, match="no such checkpoint file"):
+    with pytest.raises(ValueError, match="no such MARA checkpoint file"):
         ck.run([f"{a},{tmp_path / 'missing.pt'}"], preset="CoRE-Small-v0", seeds=2, workers=1)

@@ -41,15 +41,15 @@ def test_results_are_written_per_episode_and_a_rerun_resumes(tmp_path):
 
     first = harness.run_episodes(specs()[:10], tmp_path, counting, workers=1, progress=False)
     assert len(calls) == 10 and len(list((tmp_path / "episodes").glob("*.json"))) == 10
-    # a finished episode's file is reused, not recomputed (even if its content differs)
+    # a finished episode's file is reused, not recomputed (if it is still valid)
     key = specs()[0].key
     stored = json.loads((tmp_path / "episodes" / f"{key}.json").read_text())
-    stored["completion_rate"] = 0.123
+    stored["utilization"] = 0.5
     (tmp_path / "episodes" / f"{key}.json").write_text(json.dumps(stored))
     calls.clear()
     allres = harness.run_episodes(specs(), tmp_path, counting, workers=1, progress=False)
     assert len(calls) == len(specs()) - 10
-    assert allres[0]["completion_rate"] == 0.123
+    assert allres[0]["utilization"] == 0.5
     assert [r["seed"] for r in allres] == [s.seed for s in specs()]
     assert first == [fake_episode(s) for s in specs()[:10]]
     assert not list((tmp_path / "episodes").glob(".*tmp"))

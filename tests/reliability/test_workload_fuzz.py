@@ -69,7 +69,7 @@ def test_a_corrupted_workload_is_refused_naming_the_field(field, seed, kind):
 
 @pytest.mark.parametrize("field, value, match", [
     ("arrival", lambda wl: wl.arrival[::-1].copy(), "non-decreasing"),
-    ("deadline", lambda wl: wl.arrival.copy(), "deadline > arrival"),
+    ("deadline", lambda wl: wl.arrival.copy(), r"deadline - arrival in \[1"),
     ("cap", lambda wl: np.zeros_like(wl.cap), "cap"),
     ("alpha", lambda wl: wl.alpha + 1.0, "alpha"),
     ("family", lambda wl: wl.family + 0.5, "integers"),
