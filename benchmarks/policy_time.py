@@ -17,11 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.report import markdown_table
+
 
 def run(policies: Sequence[str], preset: str = "CoRE-v0", seeds: int = 5,
-        seed_offset: int = 1000) -> dict[str, Any]:
+        seed_offset: int = 1000, progress: bool = False) -> dict[str, Any]:
     """Time full episodes (see the module docstring)."""
     import torch
+    from tqdm import tqdm
 
     import core_env
     from mara_agents.policy import make_policy, run_episode
@@ -35,7 +38,8 @@ def run(policies: Sequence[str], preset: str = "CoRE-v0", seeds: int = 5,
         run_episode(env, pol, seed=seed_offset - 1)
     secs: dict[str, list[float]] = {p: [] for p in policies}
     steps: dict[str, list[int]] = {p: [] for p in policies}
-    for s in range(seed_offset, seed_offset + seeds):
+    for s in tqdm(range(seed_offset, seed_offset + seeds), desc="policy time", unit="seed",
+                  disable=not progress):
         for name, (env, pol) in made.items():
             t = time.perf_counter()
             st = run_episode(env, pol, seed=s)
@@ -55,12 +59,10 @@ def run(policies: Sequence[str], preset: str = "CoRE-v0", seeds: int = 5,
 
 
 def format_table(res: dict[str, Any]) -> str:
-    lines = [f"Episode wall time on {res['preset']}, seeds {res['seeds'][0]}-"
-             f"{res['seeds'][-1]}, one torch thread (baseline: {res['baseline']})", "",
-             "| policy | median s / episode | median ms / step | ratio of medians | "
-             "median per-seed ratio |", "|---|---|---|---|---|"]
-    for r in res["rows"]:
-        lines.append(f"| {r['policy']} | {r['median_s_per_episode']:.2f} | "
-                     f"{r['median_ms_per_step']:.2f} | {r['ratio_of_medians']:.2f} | "
-                     f"{r['median_ratio']:.2f} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["policy", "median s / episode", "median ms / step", "ratio of medians",
+         "median per-seed ratio"],
+        [[r["policy"], f"{r['median_s_per_episode']:.2f}", f"{r['median_ms_per_step']:.2f}",
+          f"{r['ratio_of_medians']:.2f}", f"{r['median_ratio']:.2f}"] for r in res["rows"]],
+        title=(f"Episode wall time on {res['preset']}, seeds {res['seeds'][0]}-"
+               f"{res['seeds'][-1]}, one torch thread (baseline: {res['baseline']})"))

@@ -29,6 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.report import markdown_table
+from benchmarks.store import write_atomic
+
 CHECKPOINTS = 20
 """Memory samples per part."""
 
@@ -75,7 +78,14 @@ def _verdict(series: list[dict[str, float]]) -> dict[str, Any]:
             "flat": bool(growth < max(0.05 * start["peak_rss_mib"], 16.0))}
 
 
-def soak_pettingzoo(preset: str, steps: int, seed: int) -> dict[str, Any]:
+def _bar(total: int, desc: str, progress: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", disable=not progress, mininterval=1.0)
+
+
+def soak_pettingzoo(preset: str, steps: int, seed: int, progress: bool = False
+                    ) -> dict[str, Any]:
     """Part 1: ``steps`` PettingZoo env steps with a random legal policy."""
     import core_env
 
@@ -86,6 +96,7 @@ def soak_pettingzoo(preset: str, steps: int, seed: int) -> dict[str, Any]:
     series: list[dict[str, float]] = []
     episodes = completed = arrived = 0
     obs, _ = env.reset(seed=seed)
+    bar = _bar(steps, "soak: PettingZoo", progress)
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         mask = np.stack([obs[a]["action_mask"] for a in agents])
@@ -106,6 +117,8 @@ def soak_pettingzoo(preset: str, steps: int, seed: int) -> dict[str, Any]:
                 raise RuntimeError(f"step {step}: non-finite observation")
         if step % every == 0:
             _sample(series, step, t0)
+            bar.update(every)
+    bar.close()
     seconds = time.perf_counter() - t0
     return {"steps": steps, "episodes": episodes, "seconds": round(seconds, 1),
             "steps_per_second": round(steps / seconds), "tasks_arrived": arrived,
@@ -113,7 +126,8 @@ def soak_pettingzoo(preset: str, steps: int, seed: int) -> dict[str, Any]:
             **_verdict(series)}
 
 
-def soak_batched(preset: str, num_envs: int, steps: int, seed: int) -> dict[str, Any]:
+def soak_batched(preset: str, num_envs: int, steps: int, seed: int, progress: bool = False
+                 ) -> dict[str, Any]:
     """Part 2: ``steps`` batched steps at B = ``num_envs`` with random legal actions."""
     import core_env
 
@@ -123,6 +137,7 @@ def soak_batched(preset: str, num_envs: int, steps: int, seed: int) -> dict[str,
     every = max(steps // CHECKPOINTS, 1)
     series: list[dict[str, float]] = []
     episodes = completed = arrived = 0
+    bar = _bar(steps, "soak: batched", progress)
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         act = (rng.random(mask.shape) * mask).argmax(axis=-1)
@@ -143,6 +158,8 @@ def soak_batched(preset: str, num_envs: int, steps: int, seed: int) -> dict[str,
         arrived += int(ep["arrived"].sum()) if ep["env"].size else 0
         if step % every == 0:
             _sample(series, step, t0)
+            bar.update(every)
+    bar.close()
     seconds = time.perf_counter() - t0
     return {"steps": steps, "num_envs": num_envs, "env_steps": steps * num_envs,
             "episodes": episodes, "seconds": round(seconds, 1),
@@ -152,7 +169,7 @@ def soak_batched(preset: str, num_envs: int, steps: int, seed: int) -> dict[str,
 
 
 def run(preset: str = "CoRE-v0", env_steps: int = 1_000_000, batched_steps: int = 100_000,
-        num_envs: int = 256, seed: int = 0) -> dict[str, Any]:
+        num_envs: int = 256, seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Both parts; returns the machine-readable result (see the module docstring).
 
     Raises:
@@ -163,11 +180,11 @@ def run(preset: str = "CoRE-v0", env_steps: int = 1_000_000, batched_steps: int 
                         ("num_envs", num_envs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-    from benchmarks.harness import code_version, config_record
+    from benchmarks.store import code_version, config_record
 
     start = {"rss_mib": round(rss_mib(), 2), "peak_rss_mib": round(peak_rss_mib(), 2)}
-    pz = soak_pettingzoo(preset, env_steps, seed)
-    batched = soak_batched(preset, num_envs, batched_steps, seed)
+    pz = soak_pettingzoo(preset, env_steps, seed, progress)
+    batched = soak_batched(preset, num_envs, batched_steps, seed, progress)
     return {"preset": preset, "seed": seed, "env_steps": env_steps,
             "batched_steps": batched_steps, "num_envs": num_envs,
             "config_hash": config_record(preset)["config_hash"],
@@ -197,14 +214,11 @@ def format_table(res: dict[str, Any]) -> str:
         ("memory flat", "yes" if res["flat"] else "NO"),
         ("errors", str(res["errors"])),
     ]
-    lines = ["| measure | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(["measure", "value"], rows)
 
 
 def write(res: dict[str, Any], out: Path) -> None:
     """Write ``soak.json`` and ``table.md`` into ``out`` (atomically)."""
-    from benchmarks.harness import _write_atomic
-
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / "soak.json", json.dumps(res, indent=2))
-    _write_atomic(out / "table.md", format_table(res))
+    write_atomic(out / "soak.json", json.dumps(res, indent=2))
+    write_atomic(out / "table.md", format_table(res))

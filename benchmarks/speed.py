@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 import core_env
+from benchmarks.report import markdown_table
 
 
 def random_masked(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
@@ -60,11 +61,15 @@ def batched_decisions_per_second(preset: str, num_envs: int, steps: int, seed: i
 
 
 def run(preset: str = "CoRE-v0", runs: int = 5, pz_steps: int = 3000, num_envs: int = 256,
-        batched_steps: int = 1500, seed: int = 0) -> dict[str, Any]:
+        batched_steps: int = 1500, seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Median throughputs over ``runs`` interleaved repetitions."""
+    from tqdm import tqdm
+
+    from core_env import pmath
+
     n = core_env.make_config(preset).cluster.n_nodes
     pz, bn, bc = [], [], []
-    for r in range(runs):
+    for r in tqdm(range(runs), desc="speed runs", unit="run", disable=not progress):
         pz.append(pettingzoo_steps_per_second(preset, pz_steps, seed + r))
         bn.append(batched_decisions_per_second(preset, num_envs, batched_steps, seed + r, False))
         bc.append(batched_decisions_per_second(preset, num_envs, batched_steps, seed + r, True))
@@ -72,7 +77,7 @@ def run(preset: str = "CoRE-v0", runs: int = 5, pz_steps: int = 3000, num_envs: 
     result = {
         "preset": preset, "runs": runs, "seed": seed, "num_envs": num_envs,
         "pz_steps": pz_steps, "batched_steps": batched_steps,
-        "machine": platform.platform(), "numpy": np.__version__,
+        "machine": platform.platform(), "numpy": np.__version__, "pmath": pmath.BACKEND,
         "pettingzoo_steps_per_s": pz_med,
         "pettingzoo_decisions_per_s": pz_med * n,
         "batched_decisions_per_s": statistics.median(bn),
@@ -97,7 +102,5 @@ def format_table(res: dict[str, Any]) -> str:
          f"{res['batched_decisions_per_s_copy']:,.0f}"),
         ("  ratio (copy=True) / PettingZoo", f"{res['ratio_copy']:.1f}x"),
     ]
-    out = [f"Speed on {res['preset']} (median of {res['runs']} runs, seed {res['seed']})", "",
-           "| measure | value |", "|---|---|"]
-    out += [f"| {a} | {b} |" for a, b in rows]
-    return "\n".join(out)
+    return markdown_table(["measure", "value"], rows, title=(
+        f"Speed on {res['preset']} (median of {res['runs']} runs, seed {res['seed']})"))

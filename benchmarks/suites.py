@@ -1,4 +1,4 @@
-"""Named scheduling suites of ``mara-bench`` (SPEC §7).
+"""The scheduling suites of ``mara-bench`` (SPEC §7) and :func:`run_suite`, their Python API.
 
 =========  ==========================================================  =======  =========
 suite      presets                                                      seeds    bound
@@ -6,18 +6,22 @@ suite      presets                                                      seeds   
 default    CoRE-v0, CoRE-Heavy-v0 (what ``make demo`` runs)              10       no
 schedule   CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0,     50       yes
            CoRE-Real-v0, CoRE-RealTrace-v0
+baselines  CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0:      20       no
+           the baseline schedulers only (docs/baselines.md)
 ablation   CoRE-v0, CoRE-Heavy-v0, CoRE-HeldOut-v0: MARA and its          50       no
-           ablations (differences paired against ``mara-ft``)
+           ablations from ``experiments/`` (paired against their control)
 =========  ==========================================================  =======  =========
 
-Every suite runs every policy of :data:`POLICIES` (the ``ablation`` suite: LARA, MARA and
-its ablations, :data:`ABLATION_POLICIES`) unless ``--policies`` narrows it. Seeds
-are 0..n-1 (``--seed-offset`` shifts them); each policy sees the same seeds, hence the same
-tasks and noise, so differences are paired.
+Every suite runs its policies unless ``policies`` narrows or extends them: built-in names
+(:data:`mara_agents.policy.POLICY_NAMES`) or your own ``package.module:Factory`` specs
+(:mod:`mara_agents.policy`), so ``run_suite("default", out, policies=["lara",
+"mypkg.sched:MyPolicy"])`` gives the paired table for your scheduler. Seeds are 0..n-1
+(``seed_offset`` shifts them); each policy sees the same seeds, hence the same tasks and
+noise, so differences are paired.
 
 Suites with a bound also compute, for every (preset, seed), the clairvoyant upper bound on
 completions (:func:`core_env.bound.clairvoyant_bound`, see ``docs/bound.md``). It runs
-through the same harness as the episodes (as the pseudo-policy :data:`BOUND_POLICY`: in
+through the same runner as the episodes (as the pseudo-policy :data:`BOUND_POLICY`: in
 parallel, stored per seed, resumable), and the table gains each policy's completions as a
 share of the bound and a row for the bound itself.
 """
@@ -25,46 +29,59 @@ share of the bound and a row for the bound itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from benchmarks.harness import EpisodeSpec, run_episode_spec, run_episodes, write_report
+from benchmarks.report import write_report
+from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
+from mara_agents.policy import BASELINES, check_policy_spec
 
-from mara_agents.policy import POLICY_NAMES as POLICIES  # noqa: E402  (table order)
 
-ABLATION_POLICIES = ("lara", "mara", "mara-fast", "mara-d32", "mara-staged", "mara-2m", "mara-ft",
-                     "mara-wls", "mara-noshaping", "mat-dec")
-"""The ``ablation`` suite's policies (see ``mara_agents.policy.MARA_CHECKPOINTS``)."""
+class Suite(NamedTuple):
+    """A named scheduling suite."""
+
+    presets: tuple[str, ...]
+    seeds: int
+    bound: bool = False
+    policies: tuple[str, ...] | None = None
+    """None: every baseline, plus MARA after LARA when its checkpoint is shipped."""
+    reference: str = "lara"
+    """The policy the paired differences are taken against."""
+
+
+ABLATION_POLICIES = ("lara", "mara", *(f"experiments.variants:{v}" for v in (
+    "mara_ft", "mara_wls", "mara_noshaping", "mat_dec")))
+"""The ``ablation`` suite's policies: MARA's fine-tuned ablations in ``experiments/`` (run it
+from the repository's root)."""
 
 SUITES = {
-    "default": {"presets": ("CoRE-v0", "CoRE-Heavy-v0"), "seeds": 10, "bound": False,
-                "mara": True},
-    "schedule": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
-                             "CoRE-Real-v0", "CoRE-RealTrace-v0"),
-                 "seeds": 50, "bound": True, "mara": True},
-    "ablation": {"presets": ("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), "seeds": 50,
-                 "bound": False, "policies": ABLATION_POLICIES, "reference": "mara-ft"},
+    "default": Suite(("CoRE-v0", "CoRE-Heavy-v0"), 10),
+    "schedule": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
+                       "CoRE-Real-v0", "CoRE-RealTrace-v0"), 50, bound=True),
+    "baselines": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0"), 20,
+                       policies=BASELINES),
+    "ablation": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), 50,
+                      policies=ABLATION_POLICIES, reference="experiments.variants:mara_ft"),
 }
-"""Suites with ``"mara": True`` also run MARA (after LARA in the tables) when its shipped
-checkpoint is present (:func:`suite_policies`): ``default`` (``make demo``) and ``schedule``."""
-
-
-def suite_policies(suite: str) -> tuple[str, ...]:
-    """The policies a suite runs by default (see :data:`SUITES`)."""
-    if "policies" in SUITES[suite]:
-        return tuple(SUITES[suite]["policies"])
-    names = list(POLICIES)
-    shipped = resources.files("mara_agents") / "checkpoints" / "mara_default.pt"
-    if SUITES[suite].get("mara") and shipped.is_file():
-        names.insert(names.index("lara") + 1, "mara")
-    return tuple(names)
+"""The suites by name (see the module docstring)."""
 
 BOUND_POLICY = "bound"
 """Pseudo-policy name of the clairvoyant-bound records (``<preset>__bound__<seed>.json``)."""
 
 BOUND_OPTIONS: dict[str, Any] = {"scaling": "concave", "time_limit": 10.0}
 """Options of :func:`core_env.bound.clairvoyant_bound` used by the suites."""
+
+
+def suite_policies(suite: str) -> tuple[str, ...]:
+    """The policies a suite runs by default (see :data:`SUITES`)."""
+    if SUITES[suite].policies is not None:
+        return SUITES[suite].policies
+    from mara_agents.checkpoints import shipped  # torch: only when a suite asks
+
+    names = list(BASELINES)
+    if shipped().is_file():
+        names.insert(names.index("lara") + 1, "mara")
+    return tuple(names)
 
 
 def bound_record(spec: EpisodeSpec) -> dict[str, Any]:
@@ -84,43 +101,117 @@ def bound_record(spec: EpisodeSpec) -> dict[str, Any]:
 
 def run_spec(spec: EpisodeSpec) -> dict[str, Any]:
     """The suites' episode function: a bound record for :data:`BOUND_POLICY`, else an
-    episode of the policy (:func:`benchmarks.harness.run_episode_spec`)."""
+    episode of the policy (:func:`benchmarks.runner.run_episode_spec`)."""
     if spec.policy == BOUND_POLICY:
         return bound_record(spec)
     return run_episode_spec(spec)
+
+
+def _whole(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_suite_args(suite: str, policies: Sequence[str] | None = None,
+                     presets: Sequence[str] | None = None, seeds: int | None = None,
+                     seed_offset: int = 0, workers: int = 2, backend: str = "local",
+                     reference: str | None = None
+                     ) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """Validate a suite's arguments before anything runs; returns ``(policies, presets,
+    seeds)`` with the suite's defaults filled in.
+
+    Raises:
+        ValueError: naming the argument and the valid values.
+    """
+    import core_env
+
+    if suite not in SUITES:
+        raise ValueError(f"suite: expected one of {sorted(SUITES)}, got {suite!r}")
+    spec = SUITES[suite]
+    policies = tuple(policies) if policies else suite_policies(suite)
+    for p in policies:
+        if p == BOUND_POLICY:
+            raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
+                             f"policy")
+        check_policy_spec(p)
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"policies: each at most once, got {list(policies)}")
+    if reference is not None and reference not in policies:
+        raise ValueError(f"reference: expected one of the policies {list(policies)}, "
+                         f"got {reference!r}")
+    presets = tuple(presets) if presets else spec.presets
+    unknown = [p for p in presets if p not in core_env.PRESETS]
+    if unknown:
+        raise ValueError(f"presets: unknown {unknown}; expected some of "
+                         f"{sorted(core_env.PRESETS)}")
+    n = _whole("seeds", spec.seeds if seeds is None else seeds, 1)
+    _whole("seed_offset", seed_offset, 0)
+    _whole("workers", workers, 1)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    return policies, presets, n
+
+
+def check_policies_fit(policies: Sequence[str], presets: Sequence[str]) -> None:
+    """Build every policy once on every preset (a MARA checkpoint trained for another
+    cluster size, a factory that fails), so that a suite fails before anything runs.
+
+    Raises:
+        ValueError: naming the policy, the preset and why.
+    """
+    import core_env
+    from mara_agents.policy import make_policy
+
+    for preset in presets:
+        for policy in policies:
+            try:
+                make_policy(policy, core_env.parallel_env(preset=preset))
+            except ValueError as e:
+                raise ValueError(f"policy {policy!r} cannot run on {preset}: {e}") from e
 
 
 def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
               presets: Sequence[str] | None = None, seeds: int | None = None,
               seed_offset: int = 0, workers: int = 2, backend: str = "local",
               ray_address: str | None = None, progress: bool = True,
-              bound: bool | None = None) -> str:
+              bound: bool | None = None, reference: str | None = None) -> str:
     """Run (or resume) a suite into ``out``; returns the Markdown table.
 
     Args:
+        suite: a name of :data:`SUITES`.
+        out: the results folder (rerunning into it resumes).
+        policies: built-in names or ``package.module:Factory`` specs (default: the suite's).
+        presets: preset ids (default: the suite's).
+        seeds: number of seeds; ``seed_offset`` is the first.
+        workers: local processes (1: in this process); ``backend="ray"`` runs on Ray
+            (``ray_address`` joins a cluster).
+        progress: show a progress bar.
         bound: compute the clairvoyant bound of every (preset, seed) (default: the suite's
             setting in :data:`SUITES`).
+        reference: the policy every other is paired against in the table (default: the
+            suite's, ``lara``; it must be one of ``policies``).
+
+    Raises:
+        ValueError: a bad argument, before anything runs or is written.
     """
-    if suite not in SUITES:
-        raise ValueError(f"suite: expected one of {sorted(SUITES)}, got {suite!r}")
+    policies, presets, n = check_suite_args(suite, policies, presets, seeds, seed_offset,
+                                            workers, backend, reference)
     spec = SUITES[suite]
-    policies = tuple(policies or suite_policies(suite))
-    if BOUND_POLICY in policies:
-        raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
-                         f"policy; expected names from {list(POLICIES)}")
-    presets = tuple(presets or spec["presets"])
-    n = spec["seeds"] if seeds is None else seeds
-    if n < 1:
-        raise ValueError(f"seeds: expected >= 1, got {n}")
-    with_bound = spec["bound"] if bound is None else bound
+    reference = spec.reference if reference is None else reference
+    check_policies_fit(policies, presets)
+    with_bound = spec.bound if bound is None else bound
     runs = (*policies, BOUND_POLICY) if with_bound else policies
     episodes = [EpisodeSpec(p, pol, seed_offset + s) for p in presets for pol in runs
                 for s in range(n)]
+    from mara_agents.policy import policy_fingerprint
+
     results = run_episodes(episodes, out, episode_fn=run_spec, backend=backend,
-                           workers=workers, ray_address=ray_address, progress=progress)
+                           workers=workers, ray_address=ray_address, progress=progress,
+                           policy_hashes={p: policy_fingerprint(p) for p in policies})
     meta = {"suite": suite, "policies": list(policies), "presets": list(presets),
             "seeds": list(range(seed_offset, seed_offset + n)), "backend": backend,
-            "reference": spec.get("reference", "lara")}
+            "reference": reference}
     if with_bound:
         meta["bound_options"] = dict(BOUND_OPTIONS)
     return write_report(results, out, meta)

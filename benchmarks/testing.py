@@ -1,4 +1,4 @@
-"""A deterministic stand-in episode for testing the harness without running policies
+"""A deterministic stand-in episode for testing the runner and the store without policies
 (importable by worker processes and Ray workers, unlike a function defined in a test file)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from benchmarks.harness import EpisodeSpec
+from benchmarks.runner import EpisodeSpec
 
 BASE_RATE = {"lara": 0.5, "edf": 0.4, "oracle_greedy": 0.8}
 

@@ -23,14 +23,12 @@ import numpy as np
 
 from core_env import dynamics
 from core_env.config import CoreConfig, check_seed
+from core_env.dynamics import EPISODE_KEYS
 from core_env.layout import Layout
 from core_env.observe import Observer
 from core_env.presets import make_config
 from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import Workload, generate_workloads
-
-EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",
-                "illegal_actions", "capacity_conflicts", "switches", "length", "return")
 
 
 class BatchedCoreEnv:
@@ -46,7 +44,8 @@ class BatchedCoreEnv:
 
     def __init__(self, config: CoreConfig, num_envs: int, seed: int | Sequence[int] | None = None,
                  copy: bool = True) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or not 1 <= num_envs <= 65536:
+        if (isinstance(num_envs, bool) or not isinstance(num_envs, int)
+                or not 1 <= num_envs <= 65536):
             raise ValueError(f"num_envs: expected an integer in [1, 65536], got {num_envs!r}")
         self.config = config
         self.num_envs = num_envs
@@ -153,7 +152,8 @@ class BatchedCoreEnv:
         return np.stack([self._observer.state(b) for b in range(self.num_envs)])
 
 
-def make_batched(env_id: str = "CoRE-v0", num_envs: int = 64, seed: int | Sequence[int] | None = None,
+def make_batched(env_id: str = "CoRE-v0", num_envs: int = 64,
+                 seed: int | Sequence[int] | None = None,
                  copy: bool = True, **overrides: Any) -> BatchedCoreEnv:
     """A :class:`BatchedCoreEnv` of a preset (``"CoRE-v0"`` or ``"core_env/CoRE-v0"``)."""
     if not isinstance(env_id, str):

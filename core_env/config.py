@@ -81,7 +81,8 @@ class ClusterConfig:
     """Number of compute nodes N; each node is one agent ``node_i``. Range [1, 256]."""
 
     max_visible_tasks: int = 32
-    """Number K of visible task slots; the action of a node is ``Discrete(K + 1)``. Range [1, 256]."""
+    """Number K of visible task slots; the action of a node is ``Discrete(K + 1)``.
+    Range [1, 256]."""
 
     node_speeds: tuple[float, ...] | None = None
     """Fixed per-node speeds v_i (length ``n_nodes``, each in (0, 4]); ``None`` = all 1.0."""
@@ -296,7 +297,8 @@ class CoreConfig:
         new_sections = {}
         for name, sec in sections.items():
             base = whole.get(name, sec)
-            new_sections[name] = dataclasses.replace(base, **changes[name]) if changes[name] else base
+            new_sections[name] = (dataclasses.replace(base, **changes[name]) if changes[name]
+                                  else base)
         return CoreConfig(**new_sections)
 
 

@@ -288,6 +288,11 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
                       truncated=truncated)
 
 
+EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",
+                "illegal_actions", "capacity_conflicts", "switches", "length", "return")
+"""The keys of an episode's statistics (``info["episode"]``, docs/env.md), in order."""
+
+
 def episode_stats(s: BatchState, row: int) -> dict[str, float | int]:
     """Statistics of environment ``row``'s episode so far (SPEC: ``info["episode"]``)."""
     arrived = int(s.arrived[row])

@@ -76,7 +76,8 @@ speed, which slot it trained last) is in the node block."""
 
 @dataclass(frozen=True)
 class Layout:
-    """Layout of a flat vector made of a global block, ``node_rows`` node rows and a K-row task table.
+    """Layout of a flat vector made of a global block, ``node_rows`` node rows and a K-row task
+    table.
 
     Attributes:
         global_features: features of the global block.

@@ -40,9 +40,7 @@ import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
-EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",
-                "illegal_actions", "capacity_conflicts", "switches", "length", "return")
-"""Keys that ``info["episode"]`` must carry at the end of an episode (docs/env.md)."""
+from core_env.dynamics import EPISODE_KEYS  # keys info["episode"] must carry (docs/env.md)
 
 _DEFAULT_MAX_STEPS = 100_000
 

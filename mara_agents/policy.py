@@ -1,5 +1,5 @@
-"""The ``Policy`` protocol shared by every scheduler (SPEC §5), an episode runner and the
-baseline registry.
+"""The ``Policy`` protocol shared by every scheduler (SPEC §5), an episode runner, and the one
+registry of policy names.
 
 A policy takes the PettingZoo observation dict (one entry per node) and returns the action
 dict, exactly what ``env.step`` takes::
@@ -14,57 +14,35 @@ dict, exactly what ``env.step`` takes::
 Policies that read forecast columns need the environment wrapped in
 :class:`core_env.forecast.LossForecastWrapper`; :func:`make_policy` does that and returns
 the environment to use.
+
+**Your own scheduler** is a policy spec ``"package.module:Factory"``: ``Factory`` is a class
+or function called as ``Factory(env)`` that returns a :class:`Policy`, or ``(env_to_use,
+policy)`` when it wraps the environment (as :func:`make_policy` does). It may also have a
+``make_env(env)`` attribute returning the environment to build it on. Every benchmark
+suite takes such specs next to the built-in names (docs/benchmarks.md)::
+
+    env, policy = make_policy("mypkg.sched:MyPolicy", core_env.parallel_env())
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import hashlib
+import importlib
+import os
+import sys
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-POLICY_NAMES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_predicted",
-                "lara", "oracle_greedy")
-"""Names accepted by :func:`make_policy`, in the order of the documentation tables."""
+BASELINES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_predicted",
+             "lara", "oracle_greedy")
+"""The baseline schedulers of :mod:`mara_agents.baselines`, in the order of the tables."""
 
-MARA_CHECKPOINTS: dict[str, str | tuple[str, ...]] = {
-    "mara": "mara_default.pt",
-    "mara-fast": "ablation/mara_fast.pt",
-    "mara-d32": "ablation/mara_d32.pt",
-    "mara-staged": "ablation/mara_staged.pt",
-    "mara-2m": "ablation/mara_2m.pt",
-    "mara-ft": "ablation/mara_ft.pt",
-    "mara-wls": "ablation/mara_wls.pt",
-    "mara-noshaping": "ablation/mara_noshaping.pt",
-    "mat-dec": "ablation/mat_dec.pt",
-    "mara-ens5": tuple(f"ensemble/seed{k}.pt" for k in range(5)),
-    "mara-distill": "distill/mara_distill.pt",
-}
-"""MARA and its ablations (shipped checkpoints in ``mara_agents/checkpoints``). ``mara-fast``
-is ``mara-d32``'s recipe trained and run on a cheaper FM sampler (``--fm-steps 5 --fm-samples
-16``): within 3x LARA's inference time, 3.9 points lower than MARA at the training load.
-``mara-d32`` is the previous default: the same command with a MAT half as wide (width 32) and
-1.9M PPO steps. ``mara-staged`` is the default before it (94 minutes of training in six steps).
-``mara-2m`` is MARA after 2.0M PPO steps (the default before ``mara-staged``); each
-ablation continues it for the same 300k PPO steps with one change (``mara-ft``: none, the
-control; ``mara-wls``: WLS forecast columns instead of FM; ``mara-noshaping``: beta = 0;
-``mat-dec``: independent per-node heads, no conditioning on earlier nodes). See
-``mara_agents/checkpoints/ablation/README.json`` and docs/mara.md. ``mara-ens5`` is an
-ensemble (a tuple of files): five runs of the default ``mara-train`` command, seeds 0-4
-(``mara_agents/checkpoints/ensemble/README.json``). ``mara-distill`` is one MAT: ``mara-ens5``
-distilled into the shipped checkpoint by ``mara-distill`` (``mara_agents.distill``;
-``mara_agents/checkpoints/distill/README.json``)."""
+MARA = "mara"
+"""The shipped MARA (``mara_agents/weights/mara_default.pt``)."""
 
-
-def shipped_checkpoint(name: str) -> Path | list[Path]:
-    """The shipped file of a name in :data:`MARA_CHECKPOINTS`, or the list of an ensemble's
-    files."""
-    from mara_agents.mara import checkpoint_path
-
-    files = MARA_CHECKPOINTS[name]
-    if isinstance(files, tuple):
-        return [checkpoint_path(f) for f in files]
-    return checkpoint_path(files)
+POLICY_NAMES = (*BASELINES, MARA)
+"""Every built-in policy name :func:`make_policy` accepts."""
 
 
 @runtime_checkable
@@ -112,37 +90,94 @@ def run_episode(env: Any, policy: Policy, seed: int | None = None,
     raise RuntimeError("the episode ended without info['episode'] (was it already over?)")
 
 
-def _forecast_wrapper(env: Any) -> Any | None:
-    """The ``LossForecastWrapper`` in ``env``'s wrapper chain, if any."""
-    from core_env.forecast import LossForecastWrapper
+def resolve_factory(spec: str) -> Any:
+    """The callable of a ``"package.module:Factory"`` spec (the current directory is on the
+    import path, as with ``python -m``).
 
-    e = env
-    while e is not None:
-        if isinstance(e, LossForecastWrapper):
-            return e
-        e = getattr(e, "env", None)
-    return None
+    Raises:
+        ValueError: the spec is malformed, the module does not import, or it has no
+            callable of that name (the message says which).
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"policy {spec!r}: expected a built-in name (one of "
+                         f"{', '.join(POLICY_NAMES)}) or 'package.module:Factory'")
+    if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` would
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"policy {spec!r}: cannot import {module_name!r} ({e}); is it on "
+                         f"the Python path?") from e
+    factory = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise ValueError(f"policy {spec!r}: {module_name} has no {attr!r}")
+    if not callable(factory):
+        raise ValueError(f"policy {spec!r}: {attr} is not callable")
+    return factory
+
+
+def policy_fingerprint(spec: str) -> str | None:
+    """What identifies the trained weights behind a policy spec, or None for code alone.
+
+    ``mara``: the first 16 hex digits of SHA-256 of the shipped checkpoint file. A
+    ``module:Factory`` spec: the factory's ``fingerprint`` attribute (a string, or a callable
+    returning one), if it has one. The benchmark store keeps this with every episode and
+    recomputes stored episodes whose policy has changed since.
+    """
+    if spec == MARA:
+        from mara_agents.checkpoints import shipped
+
+        return file_fingerprint(shipped())
+    if spec in BASELINES:
+        return None
+    mark = getattr(resolve_factory(check_policy_spec(spec)), "fingerprint", None)
+    value = mark() if callable(mark) else mark
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"policy {spec!r}: fingerprint must be a string, got {value!r}")
+    return value
+
+
+def file_fingerprint(*paths: Any) -> str:
+    """The first 16 hex digits of SHA-256 over the bytes of ``paths`` (in order)."""
+    digest = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+def check_policy_spec(spec: Any) -> str:
+    """``spec`` if it names a built-in policy or an importable ``module:Factory``, else a
+    ``ValueError`` listing the valid names (nothing is built)."""
+    if not isinstance(spec, str):
+        raise ValueError(f"policy: expected a name or 'package.module:Factory', got {spec!r}")
+    if spec not in POLICY_NAMES:
+        resolve_factory(spec)
+    return spec
 
 
 def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
                 ) -> tuple[Any, Policy]:
-    """A baseline by name, with the environment it must run in.
+    """A policy by name or spec, with the environment it must run in.
 
     Args:
-        name: one of :data:`POLICY_NAMES`.
+        name: one of :data:`POLICY_NAMES`, or ``"package.module:Factory"`` (see the module
+            docstring).
         env: a parallel environment (plain, or already wrapped in a
             ``LossForecastWrapper``).
-        forecaster: for the forecast-reading policies (``least_laxity``,
+        forecaster: for the forecast-reading baselines (``least_laxity``,
             ``shortest_predicted``, ``lara``, ``oracle_greedy``), the forecaster to wrap a
             plain ``env`` with. Default: ``WLSForecaster()``, and
             ``OracleForecaster.for_env(env)`` for ``oracle_greedy``. If ``env`` is already
             wrapped, its forecaster is used (pass none); ``oracle_greedy`` then requires an
             ``OracleForecaster``.
         **kwargs: passed to the policy's constructor (e.g. ``explore_obs=4`` for ``lara``;
-            ``checkpoint=`` and ``deterministic=`` for MARA). For MARA, ``fm_steps=``
-            sets the ODE steps of the FM forecaster it builds (default: what the MARA
-            checkpoint was trained with; fewer are faster and cost completions, see
-            docs/mara.md).
+            for MARA ``checkpoint=`` a file or a list of files (an ensemble),
+            ``deterministic=``, and ``fm_steps=`` the ODE steps of the FM forecaster it
+            builds, default the checkpoint's).
 
     Returns:
         ``(env_to_use, policy)``: ``env`` itself, or ``env`` wrapped for forecasts.
@@ -150,25 +185,33 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
     Raises:
         ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
     """
-    from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
-    if name in MARA_CHECKPOINTS:
-        if name != "mara" and "checkpoint" not in kwargs:
-            kwargs["checkpoint"] = shipped_checkpoint(name)
+    if name == MARA:
         return _make_mara(env, forecaster, **kwargs)
-    from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LARAPolicy, LeastLaxityPolicy,
-                                       OracleGreedyPolicy, RandomPolicy, RoundRobinPolicy,
-                                       ShortestPredictedPolicy)
+    if name in BASELINES:
+        return _make_baseline(name, env, forecaster, **kwargs)
+    factory = resolve_factory(check_policy_spec(name))
+    if forecaster is not None:
+        raise ValueError(f"forecaster: a user policy ({name}) builds its own environment")
+    hook = getattr(factory, "make_env", None)
+    if callable(hook):
+        env = hook(env)
+    made = factory(env, **kwargs)
+    if isinstance(made, tuple) and len(made) == 2:
+        env, made = made
+    if not isinstance(made, Policy):
+        raise ValueError(f"policy {name!r}: {type(made).__name__} has no reset(seed) and "
+                         f"act(observations)")
+    return env, made
 
-    classes = {"random": RandomPolicy, "round_robin": RoundRobinPolicy, "fifo": FIFOPolicy,
-               "edf": EDFPolicy, "least_laxity": LeastLaxityPolicy,
-               "shortest_predicted": ShortestPredictedPolicy, "lara": LARAPolicy,
-               "oracle_greedy": OracleGreedyPolicy}
-    if name not in classes:
-        raise ValueError(f"name: expected one of {list(POLICY_NAMES) + list(MARA_CHECKPOINTS)}, "
-                         f"got {name!r}")
-    cls = classes[name]
+
+def _make_baseline(name: str, env: Any, forecaster: Any, **kwargs: Any) -> tuple[Any, Policy]:
+    from core_env.forecast import (LossForecastWrapper, OracleForecaster, WLSForecaster,
+                                   forecast_wrapper)
+    from mara_agents import baselines
+
+    cls = baselines.BY_NAME[name]
     if cls.needs_forecast:
-        wrapped = _forecast_wrapper(env)
+        wrapped = forecast_wrapper(env)
         if wrapped is not None:
             if forecaster is not None:
                 raise ValueError("forecaster: the env already has a LossForecastWrapper; pass "
@@ -192,28 +235,16 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
 
 def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                **kwargs: Any) -> tuple[Any, Policy]:
-    """MARA (``checkpoint=`` a path, default the shipped one) in the cached forecast wrapper
-    its checkpoint was trained with (see :mod:`mara_agents.mara`), with the FM sampler
-    settings it was trained with (``fm_steps`` overrides the ODE steps), integrated by the
-    numpy sampler (the same columns to float32 rounding, faster for one environment)."""
-    from core_env.forecast import LossForecastWrapper
-    from mara_agents.mara import MARAPolicy, checkpoint_forecaster
-    from mara_agents.ppo import make_forecaster
+    """MARA in the cached forecast wrapper its checkpoint was trained with (see
+    :func:`mara_agents.mat.policy.mara_env`)."""
+    from core_env.forecast import LossForecastWrapper, forecast_wrapper
+    from mara_agents.mat.policy import MARAPolicy, mara_env
 
-    wrapped = _forecast_wrapper(env)
-    if fm_steps is not None and (wrapped is not None or forecaster is not None):
-        raise ValueError("fm_steps: only applies to the FM forecaster make_policy builds; "
-                         "pass a plain env and no forecaster, or set the steps on yours")
-    if wrapped is None:
-        if forecaster is None:
-            name, steps, samples = checkpoint_forecaster(kwargs.get("checkpoint"))
-            if fm_steps is not None and name != "fm":
-                raise ValueError(f"fm_steps: this checkpoint reads {name} forecasts, which "
-                                 f"have no ODE steps")
-            forecaster = make_forecaster(name, fm_steps=steps if fm_steps is None else fm_steps,
-                                         fm_samples=samples, fm_backend="numpy")
+    if forecaster is not None:
+        if forecast_wrapper(env) is not None or fm_steps is not None:
+            raise ValueError("forecaster: pass a plain env and either a forecaster or "
+                             "fm_steps, not a wrapped env")
         env = LossForecastWrapper(env, forecaster, cache=True)
-    elif forecaster is not None:
-        raise ValueError("forecaster: the env already has a LossForecastWrapper; pass a plain "
-                         "env to choose the forecaster, or no forecaster")
+    else:
+        env = mara_env(env, kwargs.get("checkpoint"), fm_steps)
     return env, MARAPolicy(env, **kwargs)

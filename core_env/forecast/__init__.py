@@ -8,14 +8,15 @@ See ``docs/forecasting.md``.
 
 from core_env.forecast.oracle import OracleForecaster
 from core_env.forecast.protocol import (QUANTILES, REMAINING_CAP, BaseForecaster, CurveHistory,
-                                        Forecaster, HistoryBatch, RemainingWork)
+                                        Forecaster, HistoryBatch, RemainingWork, forecast)
 from core_env.forecast.wls import OnlineWLS, WLSForecaster, naive_slope_forecaster
-from core_env.forecast.wrapper import (FORECAST_FEATURES, LossForecastWrapper, forecast,
-                                       forecast_columns, slot_inputs)
+from core_env.forecast.wrapper import (FORECAST_FEATURES, LossForecastWrapper,
+                                       forecast_columns, forecast_wrapper, slot_inputs)
 
 __all__ = [
     "BaseForecaster", "CurveHistory", "FORECAST_FEATURES", "Forecaster", "HistoryBatch",
     "LossForecastWrapper", "OnlineWLS", "OracleForecaster", "QUANTILES", "REMAINING_CAP",
-    "RemainingWork", "WLSForecaster", "forecast", "forecast_columns", "naive_slope_forecaster",
+    "RemainingWork", "WLSForecaster", "forecast", "forecast_columns", "forecast_wrapper",
+    "naive_slope_forecaster",
     "slot_inputs",
 ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from core_env import pmath
-from core_env.forecast.protocol import Forecaster, HistoryBatch
+from core_env.forecast.protocol import Forecaster, HistoryBatch, forecast
 from core_env.forecast.wls import norm_cdf
 from core_env.observe import full_rate
 from core_env.state import BatchState
@@ -95,7 +95,6 @@ class ForecastCache:
 
     def update(self, sim: BatchState) -> np.ndarray:
         """Refresh stale forecasts and return float32[B, K, 5] columns (0 for empty slots)."""
-        from core_env.forecast.wrapper import forecast  # local: wrapper imports this module
 
         present = sim.slot_task >= 0
         stale = present & ((sim.slot_task != self.key_task) | (sim.slot_n_obs != self.key_obs))

@@ -207,3 +207,15 @@ def point_forecast(remaining: np.ndarray, budgets: np.ndarray) -> RemainingWork:
                 REMAINING_CAP)
     return RemainingWork(mean=r, q10=r, q50=r, q90=r,
                          p_reach=((r <= budgets) & (r < REMAINING_CAP)).astype(np.float64))
+
+
+def forecast(forecaster: Forecaster, batch: HistoryBatch, log_targets: np.ndarray,
+             budgets: np.ndarray) -> RemainingWork:
+    """Call any forecaster on padded histories (directly if it is a :class:`BaseForecaster`,
+    else through the sequence-based protocol) and check its answer."""
+    if isinstance(forecaster, BaseForecaster):
+        return forecaster.predict_batch(batch, log_targets, budgets).check(batch.size)
+    histories = [CurveHistory(pmath.exp(batch.log_work[i, :n]), pmath.exp(batch.log_loss[i, :n]),
+                              int(batch.key[i])) for i, n in enumerate(batch.length)]
+    out = forecaster.predict(histories, pmath.exp(log_targets), budgets)
+    return RemainingWork(*(np.asarray(a, dtype=np.float64) for a in out)).check(batch.size)

@@ -28,10 +28,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from core_env import pmath
 from core_env.forecast.cache import ForecastCache, achievable_work, inputs_at
-from core_env.forecast.protocol import (BaseForecaster, CurveHistory, Forecaster,
-                                        HistoryBatch, RemainingWork)
+from core_env.forecast.protocol import Forecaster, HistoryBatch, RemainingWork, forecast
 from core_env.layout import Feature, Layout
 from core_env.state import BatchState
 
@@ -69,18 +67,6 @@ def slot_inputs(sim: BatchState, rows: np.ndarray | None = None
     env, slot = np.nonzero(present)
     batch, log_targets = inputs_at(sim, env, slot)
     return env, slot, batch, log_targets, achievable_work(sim)[env, slot]
-
-
-def forecast(forecaster: Forecaster, batch: HistoryBatch, log_targets: np.ndarray,
-             budgets: np.ndarray) -> RemainingWork:
-    """Call any forecaster on padded histories (directly if it is a :class:`BaseForecaster`,
-    else through the sequence-based protocol) and check its answer."""
-    if isinstance(forecaster, BaseForecaster):
-        return forecaster.predict_batch(batch, log_targets, budgets).check(batch.size)
-    histories = [CurveHistory(pmath.exp(batch.log_work[i, :n]), pmath.exp(batch.log_loss[i, :n]),
-                              int(batch.key[i])) for i, n in enumerate(batch.length)]
-    out = forecaster.predict(histories, pmath.exp(log_targets), budgets)
-    return RemainingWork(*(np.asarray(a, dtype=np.float64) for a in out)).check(batch.size)
 
 
 def forecast_columns(fc: RemainingWork, achievable: np.ndarray) -> np.ndarray:
@@ -182,3 +168,13 @@ def _extend(x: np.ndarray, layout: Layout, extra: np.ndarray) -> np.ndarray:
     extra_b = np.broadcast_to(extra, table.shape[:-1] + extra.shape[-1:])
     wide = np.concatenate([table, extra_b], axis=-1).reshape(*x.shape[:-1], -1)
     return np.concatenate([head, wide], axis=-1).astype(np.float32, copy=False)
+
+
+def forecast_wrapper(env: Any) -> LossForecastWrapper | None:
+    """The ``LossForecastWrapper`` in ``env``'s wrapper chain, if any."""
+    e = env
+    while e is not None:
+        if isinstance(e, LossForecastWrapper):
+            return e
+        e = getattr(e, "env", None)
+    return None

@@ -16,7 +16,13 @@ from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxity
 from mara_agents.baselines.lara import LARAParams, LARAPolicy, largest_remainder, moore_hodgson
 from mara_agents.baselines.oracle import OracleGreedyPolicy
 
+BY_NAME = {cls.name: cls for cls in (RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy,
+                                     LeastLaxityPolicy, ShortestPredictedPolicy, LARAPolicy,
+                                     OracleGreedyPolicy)}
+"""Policy name -> class (the names of :data:`mara_agents.policy.BASELINES`)."""
+
 __all__ = [
+    "BY_NAME",
     "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "LARAParams", "LARAPolicy",
     "LeastLaxityPolicy", "ObservationDecoder", "OracleGreedyPolicy", "RandomPolicy",
     "RoundRobinPolicy", "ShortestPredictedPolicy", "SlotTracker", "assign_nodes",

@@ -39,7 +39,6 @@ remaining (fc_*)    ``fc * 2 * achievable`` when fc < 1; fc = 1 means "clipped: 
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import numpy as np

@@ -28,7 +28,7 @@ with p_reach 1.
 
 Checkpoints are plain dicts (a format tag, JSON configs, a state dict of tensors) loaded with
 ``torch.load(..., weights_only=True)``; :meth:`FlowMatchingForecaster.pretrained` loads the
-one shipped in ``mara_agents/forecast/checkpoints/``.
+one shipped in ``mara_agents/forecast/weights/``.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import torch
 
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
-from mara_agents import checkpoint_io
+from mara_agents import checkpoints
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
 from mara_agents.forecast.numpy_sampler import NumpySampler
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "weights"
 """Where the shipped checkpoints live."""
 
 DEFAULT_CHECKPOINT = "fm_default"
@@ -178,7 +178,7 @@ class FlowMatchingForecaster(BaseForecaster):
     @classmethod
     def pretrained(cls, name: str = DEFAULT_CHECKPOINT, seed: int = 0, backend: str = "torch",
                    **sampler_overrides: Any) -> FlowMatchingForecaster:
-        """The forecaster shipped in ``mara_agents/forecast/checkpoints/<name>.pt``.
+        """The forecaster shipped in ``mara_agents/forecast/weights/<name>.pt``.
 
         Args:
             name: checkpoint name.
@@ -196,7 +196,7 @@ class FlowMatchingForecaster(BaseForecaster):
         """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``;
         ``backend`` as for the class).
 
-        The file is checked before it is trusted (:func:`mara_agents.checkpoint_io.load`:
+        The file is checked before it is trusted (:func:`mara_agents.checkpoints.load`:
         every zip record's CRC-32, a ``weights_only`` unpickling that refuses code, the
         integrity record and finite weights), then its format and shapes.
 
@@ -209,7 +209,7 @@ class FlowMatchingForecaster(BaseForecaster):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no FM forecaster checkpoint at {path}")
-        ckpt = checkpoint_io.load(path, "FM forecaster checkpoint")
+        ckpt = checkpoints.load(path, "FM forecaster checkpoint")
         net, sampler = from_checkpoint(ckpt, str(path))
         unknown = sorted(set(sampler_overrides) - {f.name for f in fields(SamplerConfig)})
         if unknown:
@@ -227,7 +227,7 @@ class FlowMatchingForecaster(BaseForecaster):
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`checkpoint` to ``path`` (``.pt``)."""
-        checkpoint_io.save(path, self.checkpoint())
+        checkpoints.save(path, self.checkpoint())
 
     # ------------------------------------------------------------------ forecasting
     def sample_trajectories(self, batch: HistoryBatch, log_targets: np.ndarray,

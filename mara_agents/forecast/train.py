@@ -50,10 +50,9 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from core_env.curves import grid_position
 from core_env.forecast.cases import ForecastCases, make_cases
 from core_env.forecast.protocol import HistoryBatch
-from mara_agents._cli import parse_config
+from mara_agents.train.cli import parse_config
 from mara_agents.forecast.forecaster import (FlowMatchingForecaster, SamplerConfig, widen)
 from mara_agents.forecast.matcher import ConditionalFlowMatcher
 from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
@@ -116,7 +115,7 @@ class TrainConfig:
     for a fixed thread count."""
     log_dir: str = "runs/fm"
     """TensorBoard log directory."""
-    out: str = "mara_agents/forecast/checkpoints/fm_default.pt"
+    out: str = "mara_agents/forecast/weights/fm_default.pt"
     """Checkpoint path (a JSON summary is written next to it)."""
     progress: bool = True
     """Show a tqdm progress bar."""

@@ -1,4 +1,4 @@
-"""The clairvoyant-bound column of the benchmark reports (benchmarks.harness summarise /
+"""The clairvoyant-bound column of the benchmark reports (benchmarks.report summarise /
 format_table / write_report and benchmarks.suites' bound records)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from benchmarks import harness
-from benchmarks.harness import EpisodeSpec
+from benchmarks import report
+from benchmarks.runner import EpisodeSpec
 from benchmarks.suites import BOUND_POLICY, bound_record, run_spec, run_suite
 from benchmarks.testing import synthetic_episode
 from core_env.bound import clairvoyant_bound
@@ -31,7 +31,7 @@ def _results() -> list[dict]:
 
 
 def test_summary_of_bound_by_hand():
-    rows = {r["policy"]: r for r in harness.summarise(_results())}
+    rows = {r["policy"]: r for r in report.summarise(_results())}
     lara, bound = rows["lara"], rows[BOUND_POLICY]
     # lara completes int(100 * (0.5 + 0.01 s)) = 50 + s of a bound of 80 + s
     assert lara["of_bound"] == pytest.approx(sum((50 + s) / (80 + s) for s in range(4)) / 4)
@@ -41,25 +41,25 @@ def test_summary_of_bound_by_hand():
     assert bound["diff_vs_ref"] == pytest.approx(0.3)  # (80 + s) - (50 + s) points, paired
     assert bound["methods"] == {"lp": 1, "milp": 3}
     assert bound["solve_seconds_max"] == pytest.approx(0.7)
-    assert harness.summarise(_results())[0]["policy"] == BOUND_POLICY  # first of its preset
+    assert report.summarise(_results())[0]["policy"] == BOUND_POLICY  # first of its preset
 
 
 def test_zero_bound_seeds_are_left_out_of_the_ratio():
     res = _results()
     res[-1] = _bound("CoRE-v0", 3, 0)
-    rows = {r["policy"]: r for r in harness.summarise(res)}
+    rows = {r["policy"]: r for r in report.summarise(res)}
     assert rows["lara"]["bound_paired"] == 3
 
 
 def test_table_without_bounds_is_unchanged():
     eps = [r for r in _results() if "bound" not in r]
-    table = harness.format_table(harness.summarise(eps))
+    table = report.format_table(report.summarise(eps))
     assert "of bound" not in table and "clairvoyant" not in table
     assert table.splitlines()[0].count("|") == 7
 
 
 def test_table_and_files_with_bounds(tmp_path):
-    table = harness.write_report(_results(), tmp_path, {"suite": "test"})
+    table = report.write_report(_results(), tmp_path, {"suite": "test"})
     assert "of bound (95% CI)" in table and "**bound** (clairvoyant)" in table
     assert "| CoRE-v0 | 4 | concave | 81.5 | lp 1, milp 3 |" in table
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -77,7 +77,7 @@ def test_bound_record_and_dispatch():
     assert rec["bound"] == clairvoyant_bound("CoRE-Small-v0", 0).bound
     assert rec["policy"] == BOUND_POLICY and rec["bound"] <= rec["n_tasks"]
     assert rec["bound_rate"] == rec["bound"] / rec["n_tasks"]
-    json.dumps(rec)  # stored as JSON by the harness
+    json.dumps(rec)  # stored as JSON by the results store
 
 
 def test_run_suite_with_bound(tmp_path):

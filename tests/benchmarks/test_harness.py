@@ -1,4 +1,5 @@
-"""benchmarks.harness and benchmarks.stats with a fake episode function (no policies)."""
+"""benchmarks.runner, benchmarks.report and benchmarks.stats with a fake episode function (no
+policies)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import json
 
 import pytest
 
-from benchmarks import harness
-from benchmarks.harness import EpisodeSpec
+from benchmarks import report, runner
+from benchmarks.runner import EpisodeSpec
 from benchmarks.stats import mean_ci, t_quantile
 from benchmarks.testing import synthetic_episode as fake_episode
 
@@ -39,7 +40,7 @@ def test_results_are_written_per_episode_and_a_rerun_resumes(tmp_path):
         calls.append(spec.key)
         return fake_episode(spec)
 
-    first = harness.run_episodes(specs()[:10], tmp_path, counting, workers=1, progress=False)
+    first = runner.run_episodes(specs()[:10], tmp_path, counting, workers=1, progress=False)
     assert len(calls) == 10 and len(list((tmp_path / "episodes").glob("*.json"))) == 10
     # a finished episode's file is reused, not recomputed (if it is still valid)
     key = specs()[0].key
@@ -47,7 +48,7 @@ def test_results_are_written_per_episode_and_a_rerun_resumes(tmp_path):
     stored["utilization"] = 0.5
     (tmp_path / "episodes" / f"{key}.json").write_text(json.dumps(stored))
     calls.clear()
-    allres = harness.run_episodes(specs(), tmp_path, counting, workers=1, progress=False)
+    allres = runner.run_episodes(specs(), tmp_path, counting, workers=1, progress=False)
     assert len(calls) == len(specs()) - 10
     assert allres[0]["utilization"] == 0.5
     assert [r["seed"] for r in allres] == [s.seed for s in specs()]
@@ -56,16 +57,16 @@ def test_results_are_written_per_episode_and_a_rerun_resumes(tmp_path):
 
 
 def test_process_pool_gives_the_same_results(tmp_path):
-    serial = harness.run_episodes(specs(), tmp_path / "a", fake_episode, workers=1,
+    serial = runner.run_episodes(specs(), tmp_path / "a", fake_episode, workers=1,
                                   progress=False)
-    pooled = harness.run_episodes(specs(), tmp_path / "b", fake_episode, workers=2,
+    pooled = runner.run_episodes(specs(), tmp_path / "b", fake_episode, workers=2,
                                   progress=False)
     assert serial == pooled
 
 
 def test_summary_has_ci_and_paired_differences_by_hand():
     res = [fake_episode(s) for s in specs()]
-    rows = {(r["preset"], r["policy"]): r for r in harness.summarise(res)}
+    rows = {(r["preset"], r["policy"]): r for r in report.summarise(res)}
     edf = rows[("CoRE-v0", "edf")]
     assert edf["episodes"] == 6
     assert edf["completion_rate"] == pytest.approx(0.4 + 0.01 * (0 + 1 + 2 + 3 + 4 + 0) / 6)
@@ -77,7 +78,7 @@ def test_summary_has_ci_and_paired_differences_by_hand():
 
 def test_report_files(tmp_path):
     res = [fake_episode(s) for s in specs()]
-    table = harness.write_report(res, tmp_path, {"suite": "test", "seeds": 6})
+    table = report.write_report(res, tmp_path, {"suite": "test", "seeds": 6})
     for f in ("results.json", "results.csv", "table.md", "completion_vs_load.png"):
         assert (tmp_path / f).stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -89,15 +90,15 @@ def test_report_files(tmp_path):
 
 def test_bad_backend_and_workers(tmp_path):
     with pytest.raises(ValueError, match="backend"):
-        harness.run_episodes(specs(), tmp_path, fake_episode, backend="slurm")
+        runner.run_episodes(specs(), tmp_path, fake_episode, backend="slurm")
     with pytest.raises(ValueError, match="workers"):
-        harness.run_episodes(specs(), tmp_path, fake_episode, workers=0)
+        runner.run_episodes(specs(), tmp_path, fake_episode, workers=0)
 
 
 def test_ray_backend_matches_the_local_backend(tmp_path):
     pytest.importorskip("ray", reason="the optional [ray] extra is not installed")
-    local = harness.run_episodes(specs()[:8], tmp_path / "local", fake_episode, workers=1,
+    local = runner.run_episodes(specs()[:8], tmp_path / "local", fake_episode, workers=1,
                                  progress=False)
-    remote = harness.run_episodes(specs()[:8], tmp_path / "ray", fake_episode, backend="ray",
+    remote = runner.run_episodes(specs()[:8], tmp_path / "ray", fake_episode, backend="ray",
                                   progress=False)
     assert local == remote

@@ -27,7 +27,8 @@ from core_env.bound import (LOSS_TOL, WORK_RTOL, BoundResult, _gain_segments,
                             clairvoyant_bound, required_work, solve_bound)
 from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import generate_workload
-from mara_agents.policy import POLICY_NAMES, make_policy, run_episode
+from mara_agents.policy import BASELINES as POLICY_NAMES
+from mara_agents.policy import make_policy, run_episode
 
 from .helpers import hand_env, make_workload, task
 
@@ -249,8 +250,8 @@ def test_no_policy_beats_the_bound(preset):
 @pytest.mark.slow
 def test_mara_does_not_beat_the_bound():
     """The shipped MARA checkpoint (trained for CoRE-v0) on two seeds."""
-    from mara_agents.mara import checkpoint_path
-    if not checkpoint_path().is_file():
+    from mara_agents.checkpoints import shipped
+    if not shipped().is_file():
         pytest.skip("no shipped MARA checkpoint")
     _check_policies(["mara"], "CoRE-v0", range(2))
 

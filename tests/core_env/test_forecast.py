@@ -164,7 +164,8 @@ def test_online_wls_equals_the_batch_fit():
 def test_naive_slope_uses_only_the_last_five_points():
     work = np.exp(np.linspace(0, 3, 10))
     loss = np.where(np.arange(10) < 5, work ** -0.1, 5.0 * work ** -1.0)
-    _, b, _, ok = naive_slope_forecaster().fit(HistoryBatch.from_histories([CurveHistory(work, loss)]))
+    batch = HistoryBatch.from_histories([CurveHistory(work, loss)])
+    _, b, _, ok = naive_slope_forecaster().fit(batch)
     assert ok[0] and b[0] == pytest.approx(1.0, rel=1e-9)
 
 

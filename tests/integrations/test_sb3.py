@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
 
 central = load_example("sb3_maskable_ppo")
 shared = load_example("sb3_supersuit_ppo")
+from core_env.integrations import sb3  # noqa: E402  (the adapter the example uses)
 
 
 EVAL_SEEDS = tuple(range(10_000, 10_040))
@@ -52,7 +53,7 @@ def test_central_view_exposes_masks_to_maskable_ppo():
 
 def test_supersuit_adapter_seeds_reproducibly():
     def first_steps(seed):
-        venv = shared.make_vec_env(num_copies=2)
+        venv = sb3.make_vec_env(num_copies=2)
         venv.seed(seed)
         obs = [venv.reset()["observation"].copy()]
         for _ in range(5):
@@ -68,7 +69,7 @@ def test_supersuit_adapter_seeds_reproducibly():
 
 
 def test_supersuit_adapter_marks_truncation_and_serves_masks():
-    venv = shared.make_vec_env(num_copies=1, max_steps=7)  # every episode truncates at 7
+    venv = sb3.make_vec_env(num_copies=1, max_steps=7)  # every episode truncates at 7
     venv.seed(0)
     obs = venv.reset()
     rng = np.random.default_rng(0)
@@ -110,7 +111,7 @@ def test_supersuit_adapter_sets_truncation_for_envs_that_do_not():
             return obs, rew, term, trunc, infos
 
     vec = ss.pettingzoo_env_to_vec_env_v1(Silent(preset="CoRE-Small-v0", max_steps=5))
-    venv = shared.SeededSB3VecEnv(ss.concat_vec_envs_v1(vec, 1, num_cpus=0,
+    venv = sb3.SeededSB3VecEnv(ss.concat_vec_envs_v1(vec, 1, num_cpus=0,
                                                         base_class="gymnasium"))
     venv.seed(1)
     venv.reset()

@@ -36,7 +36,6 @@ Numeric contract (what "bit for bit" means)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 

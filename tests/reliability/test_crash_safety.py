@@ -2,7 +2,7 @@
 SIGINT to its process group, or SIGKILL) leaves no partial or corrupt results file, and
 rerunning the same command completes it with exactly the results of an uninterrupted run.
 
-Plus the building block, :func:`benchmarks.harness._write_atomic`, killed at random moments
+Plus the building block, :func:`benchmarks.store.write_atomic`, killed at random moments
 while it rewrites a file, and the resume guards (stale temp files, corrupt episode files,
 a preset whose configuration changed).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import harness
-from benchmarks.harness import EpisodeSpec
+from benchmarks import runner, store
+from benchmarks.runner import EpisodeSpec
 from benchmarks.testing import synthetic_episode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def assert_no_partial_results(out: Path) -> None:
         if f.suffix == ".json":
             data = json.loads(f.read_text())  # raises on a partial file
             if f.parent.name == "episodes":
-                assert set(harness.EPISODE_FIELDS) <= set(data), f
+                assert set(store.EPISODE_FIELDS) <= set(data), f
         elif f.suffix == ".csv":
             lines = f.read_text().splitlines()
             assert lines[0].startswith("preset,policy,seed") and len(lines) == TOTAL + 1, f
@@ -137,11 +137,11 @@ def test_killed_run_leaves_no_partial_file_and_resume_gives_the_same_results(
 _WRITER = """
 import sys
 from pathlib import Path
-from benchmarks.harness import _write_atomic
+from benchmarks.store import write_atomic
 path = Path(sys.argv[1])
 i = 0
 while True:
-    _write_atomic(path, str(i) * 200_000)
+    write_atomic(path, str(i) * 200_000)
     i = (i + 1) % 10
 """
 
@@ -165,31 +165,31 @@ def test_write_atomic_killed_at_random_moments_never_leaves_a_partial_file(tmp_p
     store.mkdir()
     for f in tmp_path.glob(".*.tmp"):
         f.rename(store / f.name)
-    harness.run_episodes([], tmp_path, synthetic_episode, workers=1, progress=False)
+    runner.run_episodes([], tmp_path, synthetic_episode, workers=1, progress=False)
     assert not list(store.glob(".*.tmp"))
 
 
 def test_resume_recomputes_corrupt_episode_files(tmp_path):
     specs = [EpisodeSpec("CoRE-v0", "lara", s) for s in range(4)]
-    first = harness.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
+    first = runner.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
     bad = tmp_path / "episodes" / f"{specs[2].key}.json"
     bad.write_text('{"preset": "CoRE-v0", "polic')  # e.g. a file truncated by a disk fault
-    again = harness.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
+    again = runner.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
     assert again == first
     assert (bad.parent / (bad.name + ".corrupt")).exists()
 
 
 def test_resume_refuses_a_folder_whose_preset_configuration_changed(tmp_path):
     specs = [EpisodeSpec("CoRE-v0", "lara", s) for s in range(2)]
-    harness.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
-    manifest = json.loads((tmp_path / harness.MANIFEST).read_text())
-    assert manifest["config_hashes"]["CoRE-v0"] == harness.config_record("CoRE-v0")[
+    runner.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
+    manifest = json.loads((tmp_path / store.MANIFEST).read_text())
+    assert manifest["config_hashes"]["CoRE-v0"] == store.config_record("CoRE-v0")[
         "config_hash"]
-    assert manifest["code_versions"] == [harness.code_version()]
+    assert manifest["code_versions"] == [store.code_version()]
     manifest["config_hashes"]["CoRE-v0"] = "0" * 16  # as if the preset had changed since
-    (tmp_path / harness.MANIFEST).write_text(json.dumps(manifest))
+    (tmp_path / store.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="CoRE-v0.*changed"):
-        harness.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
-    (tmp_path / harness.MANIFEST).write_text("{not json")
+        runner.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
+    (tmp_path / store.MANIFEST).write_text("{not json")
     with pytest.raises(ValueError, match="manifest"):
-        harness.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)
+        runner.run_episodes(specs, tmp_path, synthetic_episode, workers=1, progress=False)

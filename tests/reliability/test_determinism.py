@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import harness
-from benchmarks.harness import EpisodeSpec, run_episode_spec
+from benchmarks import runner, store
+from benchmarks.runner import EpisodeSpec, run_episode_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,10 @@ FINGERPRINT = r'''
 import hashlib, json
 import numpy as np
 import torch
-torch.set_num_threads(1)  # torch outputs depend on the thread count (as the harness pins)
+torch.set_num_threads(1)  # torch outputs depend on the thread count (as the runner pins)
 import core_env
-from benchmarks.harness import EpisodeSpec, code_version, config_record, run_episode_spec
+from benchmarks.runner import EpisodeSpec, run_episode_spec
+from benchmarks.store import code_version, config_record
 
 
 def digest(*arrays):
@@ -132,19 +133,19 @@ def test_the_fingerprint_is_sensitive():
 def test_config_hash_is_stable_and_changes_with_the_configuration(monkeypatch):
     import core_env
 
-    h = harness.config_record("CoRE-v0")["config_hash"]
-    assert h == harness.config_record("CoRE-v0")["config_hash"] and len(h) == 16
-    assert h != harness.config_record("CoRE-Heavy-v0")["config_hash"]
+    h = store.config_record("CoRE-v0")["config_hash"]
+    assert h == store.config_record("CoRE-v0")["config_hash"] and len(h) == 16
+    assert h != store.config_record("CoRE-Heavy-v0")["config_hash"]
     changed = core_env.make_config("CoRE-v0", switch_cost=0.1)
     monkeypatch.setitem(core_env.PRESETS, "CoRE-v0", changed)
-    assert harness.config_record("CoRE-v0")["config_hash"] != h
+    assert store.config_record("CoRE-v0")["config_hash"] != h
 
 
 def test_code_version_names_the_commit_and_hashes_the_sources(tmp_path, monkeypatch):
-    v = harness.code_version()
+    v = store.code_version()
     head, _, src = v.partition("+src.")
     assert head and len(src) == 12 and int(src, 16) >= 0
-    assert harness.code_version() == v
+    assert store.code_version() == v
 
 
 SPECS = [EpisodeSpec("CoRE-Small-v0", p, s) for p in ("random", "edf", "lara")
@@ -154,18 +155,18 @@ SPECS = [EpisodeSpec("CoRE-Small-v0", p, s) for p in ("random", "edf", "lara")
 @pytest.mark.slow
 def test_local_serial_pool_and_ray_backends_give_identical_benchmark_results(tmp_path):
     pytest.importorskip("ray", reason="the optional [ray] extra is not installed")
-    serial = harness.run_episodes(SPECS, tmp_path / "serial", run_episode_spec, workers=1,
+    serial = runner.run_episodes(SPECS, tmp_path / "serial", run_episode_spec, workers=1,
                                   progress=False)
-    pooled = harness.run_episodes(SPECS, tmp_path / "pool", run_episode_spec, workers=2,
+    pooled = runner.run_episodes(SPECS, tmp_path / "pool", run_episode_spec, workers=2,
                                   progress=False)
-    remote = harness.run_episodes(SPECS, tmp_path / "ray", run_episode_spec, backend="ray",
+    remote = runner.run_episodes(SPECS, tmp_path / "ray", run_episode_spec, backend="ray",
                                   progress=False)
     assert serial == pooled == remote
     assert serial == [run_episode_spec(s) for s in SPECS]  # and equal to a direct call
     for d in ("serial", "pool", "ray"):
-        manifest = json.loads((tmp_path / d / harness.MANIFEST).read_text())
+        manifest = json.loads((tmp_path / d / store.MANIFEST).read_text())
         assert manifest["config_hashes"] == {
-            "CoRE-Small-v0": harness.config_record("CoRE-Small-v0")["config_hash"]}
+            "CoRE-Small-v0": store.config_record("CoRE-Small-v0")["config_hash"]}
 
 
 def fm_episode(spec: EpisodeSpec) -> dict:
@@ -195,27 +196,27 @@ def fm_episode(spec: EpisodeSpec) -> dict:
 def test_backends_pin_torch_threads_so_fm_forecasts_agree(tmp_path):
     """Found by this suite: FM forecasts differ with torch's thread count (1 vs 2 threads),
     so pool workers (all cores), Ray workers (1 thread) and the main process disagreed. The
-    harness now pins every backend to ``EPISODE_THREADS`` threads."""
+    runner now pins every backend to ``EPISODE_THREADS`` threads."""
     import torch
 
     specs = [EpisodeSpec("CoRE-Small-v0", "fm", s) for s in range(3)]
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # a main process with more threads than the workers
     try:
-        serial = harness.run_episodes(specs, tmp_path / "serial", fm_episode, workers=1,
+        serial = runner.run_episodes(specs, tmp_path / "serial", fm_episode, workers=1,
                                       progress=False)
         assert torch.get_num_threads() == 2  # restored after the run
-        pooled = harness.run_episodes(specs, tmp_path / "pool", fm_episode, workers=2,
+        pooled = runner.run_episodes(specs, tmp_path / "pool", fm_episode, workers=2,
                                       progress=False)
         runs = [serial, pooled]
         try:
             import ray  # noqa: F401
 
-            runs.append(harness.run_episodes(specs, tmp_path / "ray", fm_episode,
+            runs.append(runner.run_episodes(specs, tmp_path / "ray", fm_episode,
                                              backend="ray", progress=False))
         except ImportError:
             pass
     finally:
         torch.set_num_threads(before)
     assert all(r == serial for r in runs)
-    assert {r["threads"] for r in serial} == {harness.EPISODE_THREADS}
+    assert {r["threads"] for r in serial} == {runner.EPISODE_THREADS}

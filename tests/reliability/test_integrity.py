@@ -27,16 +27,15 @@ from core_env.workload import generate_workload
 
 torch = pytest.importorskip("torch")
 
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import EpisodeSpec  # noqa: E402
+from benchmarks import plots, report, runner  # noqa: E402
+from benchmarks.runner import EpisodeSpec  # noqa: E402
 from benchmarks.testing import synthetic_episode  # noqa: E402
-from mara_agents import checkpoint_io  # noqa: E402
+from mara_agents import checkpoints  # noqa: E402
 from mara_agents.forecast.forecaster import FlowMatchingForecaster  # noqa: E402
-from mara_agents.mara import checkpoint_path  # noqa: E402
-from mara_agents.ppo import load_checkpoint  # noqa: E402
+from mara_agents.checkpoints import load_checkpoint, shipped  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = checkpoint_path()
+SHIPPED = shipped()
 
 
 # --- checkpoints ------------------------------------------------------------------------
@@ -94,7 +93,7 @@ def test_nan_weights_are_refused_even_with_a_fresh_record(tmp_path):
     name = next(iter(blob["state_dict"]))
     blob["state_dict"][name] = torch.full_like(blob["state_dict"][name], float("nan"))
     path = tmp_path / "nan.pt"
-    checkpoint_io.save(path, blob)
+    checkpoints.save(path, blob)
     with pytest.raises(ValueError, match=f"'state_dict/{name}' holds non-finite"):
         load_checkpoint(path)
 
@@ -109,7 +108,7 @@ def test_malformed_entries_are_one_value_error_naming_the_file(tmp_path, change,
     blob = torch.load(SHIPPED, weights_only=True)
     change(blob)
     path = tmp_path / "odd.pt"
-    checkpoint_io.save(path, blob)
+    checkpoints.save(path, blob)
     with pytest.raises(ValueError, match=match) as err:
         load_checkpoint(path)
     assert str(path) in str(err.value)
@@ -125,7 +124,7 @@ def test_weights_that_do_not_fit_name_the_file(tmp_path, change, match):
     blob = torch.load(SHIPPED, weights_only=True)
     change(blob)
     path = tmp_path / "odd.pt"
-    checkpoint_io.save(path, blob)
+    checkpoints.save(path, blob)
     with pytest.raises(ValueError, match=match) as err:
         make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), checkpoint=path)
     assert str(path) in str(err.value)
@@ -133,7 +132,7 @@ def test_weights_that_do_not_fit_name_the_file(tmp_path, change, match):
 
 def test_a_file_without_a_record_loads_with_a_warning_naming_it(tmp_path):
     blob = torch.load(SHIPPED, weights_only=True)
-    blob.pop(checkpoint_io.INTEGRITY_KEY)
+    blob.pop(checkpoints.INTEGRITY_KEY)
     path = tmp_path / "legacy.pt"
     torch.save(blob, path)
     with pytest.warns(UserWarning, match="no integrity record") as rec:
@@ -142,14 +141,14 @@ def test_a_file_without_a_record_loads_with_a_warning_naming_it(tmp_path):
 
 
 def test_the_shipped_files_carry_integrity_records():
-    files = [*ROOT.glob("mara_agents/checkpoints/**/*.pt"),
-             *ROOT.glob("mara_agents/forecast/checkpoints/*.pt")]
+    files = [*ROOT.glob("mara_agents/weights/*.pt"), *ROOT.glob("experiments/checkpoints/*/*.pt"),
+             *ROOT.glob("mara_agents/forecast/weights/*.pt")]
     assert files
     for f in files:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            blob = checkpoint_io.load(f)
-        assert blob[checkpoint_io.INTEGRITY_KEY] == checkpoint_io.integrity_record(blob), f
+            blob = checkpoints.load(f)
+        assert blob[checkpoints.INTEGRITY_KEY] == checkpoints.integrity_record(blob), f
 
 
 def test_the_fm_loader_checks_the_record_too(tmp_path):
@@ -220,13 +219,13 @@ def _specs():
      "config hash 'x'"),
 ])
 def test_a_tampered_result_is_moved_aside_recomputed_and_named(tmp_path, tamper, why):
-    clean = harness.run_episodes(_specs(), tmp_path / "clean", synthetic_episode, workers=1,
+    clean = runner.run_episodes(_specs(), tmp_path / "clean", synthetic_episode, workers=1,
                                  progress=False)
     run = tmp_path / "run"
-    harness.run_episodes(_specs(), run, synthetic_episode, workers=1, progress=False)
+    runner.run_episodes(_specs(), run, synthetic_episode, workers=1, progress=False)
     tamper(run / "episodes")
     with pytest.warns(UserWarning, match="CoRE-v0__lara__1.json") as rec:
-        again = harness.run_episodes(_specs(), run, synthetic_episode, workers=1,
+        again = runner.run_episodes(_specs(), run, synthetic_episode, workers=1,
                                      progress=False)
     assert why in str(rec[0].message)
     assert again == clean
@@ -238,17 +237,17 @@ def test_an_episode_function_with_an_inconsistent_result_fails_loudly(tmp_path):
         return {**synthetic_episode(spec), "completed": 1000}
 
     with pytest.raises(RuntimeError, match="invalid result"):
-        harness.run_episodes(_specs()[:1], tmp_path, broken, workers=1, progress=False)
+        runner.run_episodes(_specs()[:1], tmp_path, broken, workers=1, progress=False)
 
 
 def test_the_plot_temporary_file_has_a_unique_name(tmp_path, monkeypatch):
-    rows = harness.summarise([synthetic_episode(EpisodeSpec(p, "lara", s))
+    rows = report.summarise([synthetic_episode(EpisodeSpec(p, "lara", s))
                               for p in ("CoRE-v0", "CoRE-Heavy-v0") for s in range(3)])
     moves = []
     real = os.replace
-    monkeypatch.setattr(harness.os, "replace", lambda a, b: (moves.append(a), real(a, b)))
+    monkeypatch.setattr(plots.os, "replace", lambda a, b: (moves.append(a), real(a, b)))
     for _ in range(2):
-        harness._plot_vs_load(rows, tmp_path / "plot.png")
+        plots.plot_vs_load(rows, tmp_path / "plot.png")
     assert len(moves) == 2 and moves[0] != moves[1]
     assert all(Path(m).parent == tmp_path for m in moves)
     assert (tmp_path / "plot.png").exists() and len(list(tmp_path.iterdir())) == 1
@@ -256,11 +255,11 @@ def test_the_plot_temporary_file_has_a_unique_name(tmp_path, monkeypatch):
 
 _ORPHAN_SCRIPT = """
 import sys, time
-from benchmarks import harness
-from benchmarks.harness import EpisodeSpec
+from benchmarks import report, runner
+from benchmarks.runner import EpisodeSpec
 from benchmarks.testing import slow_episode
 specs = [EpisodeSpec("CoRE-v0", "lara", s) for s in range(40)]
-harness.run_episodes(specs, __import__("pathlib").Path(sys.argv[1]), slow_episode, workers=2,
+runner.run_episodes(specs, __import__("pathlib").Path(sys.argv[1]), slow_episode, workers=2,
                      progress=False)
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mara_agents.baselines import LARAParams
-from mara_agents.policy import POLICY_NAMES
+from mara_agents.policy import BASELINES as POLICY_NAMES
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "baselines.md"
 

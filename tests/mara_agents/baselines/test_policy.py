@@ -8,7 +8,8 @@ import pytest
 
 import core_env
 from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecaster
-from mara_agents.policy import POLICY_NAMES, Policy, make_policy, run_episode
+from mara_agents.policy import BASELINES as POLICY_NAMES
+from mara_agents.policy import Policy, make_policy, run_episode
 
 from .helpers import SMALL, make_observations
 
@@ -41,7 +42,7 @@ def test_make_policy_wraps_the_env_for_forecast_policies():
 
 def test_make_policy_errors():
     base = core_env.parallel_env(preset=SMALL)
-    with pytest.raises(ValueError, match="expected one of"):
+    with pytest.raises(ValueError, match="expected a built-in name"):
         make_policy("sjf", base)
     with pytest.raises(ValueError, match="reads no forecasts"):
         make_policy("edf", base, forecaster=WLSForecaster())

@@ -1,0 +1,105 @@
+"""The benchmark report's figures (matplotlib, the ``bench`` extra).
+
+Both show mean completion rates with their 95% intervals as error bars, a title naming the
+presets and seeds, labelled axes with units, and the legend outside the data.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _seeds(rows: Sequence[dict[str, Any]]) -> str:
+    lo = min(r["seeds"][0] for r in rows)
+    hi = max(r["seeds"][1] for r in rows)
+    return f"seed {lo}" if lo == hi else f"seeds {lo}-{hi}"
+
+
+def plot_per_preset(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Horizontal bars of one preset's policies (the clairvoyant bound, if any, dashed)."""
+    if not rows:
+        return
+    plt = _pyplot()
+    rows = sorted(rows, key=lambda r: r["completion_rate"])
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.6))
+    y = range(len(rows))
+    err = [[100 * (r["completion_rate"] - r["ci_low"]) for r in rows],
+           [100 * (r["ci_high"] - r["completion_rate"]) for r in rows]]
+    colors = ["white" if r.get("is_bound") else f"C{i % 10}" for i, r in enumerate(rows)]
+    ax.barh(list(y), [100 * r["completion_rate"] for r in rows], xerr=err, capsize=3,
+            color=colors, edgecolor="black", linestyle="-", linewidth=0.6)
+    ax.set_yticks(list(y), [f"{r['policy']} (clairvoyant)" if r.get("is_bound")
+                            else r["policy"] for r in rows])
+    ax.set_xlabel("completion rate (% of arrived tasks), 95% CI")
+    ax.set_xlim(0, 100)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"{rows[0]['preset']}: {_seeds(rows)}, {rows[0]['episodes']} episodes each")
+    save_figure(fig, path)
+
+
+def plot_vs_load(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Completion rate against the arrival-rate multiplier, one line per policy, for the
+    presets that differ only in their load (e.g. CoRE-v0, -Heavy, -Extreme); nothing is
+    written when fewer than two loads ran."""
+    import core_env
+
+    groups: dict[Any, dict[str, float]] = {}
+    for p in sorted({r["preset"] for r in rows}):
+        cfg = core_env.make_config(p)
+        groups.setdefault(cfg.replace(load=1.0), {})[p] = cfg.workload.load
+    if not groups:
+        return
+    loads = max(groups.values(), key=lambda g: (len(set(g.values())), "CoRE-v0" in g))
+    if len(set(loads.values())) < 2:
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for i, policy in enumerate(sorted({r["policy"] for r in rows})):
+        pts = sorted(((loads[r["preset"]], r) for r in rows
+                      if r["policy"] == policy and r["preset"] in loads), key=lambda p: p[0])
+        x = [p for p, _ in pts]
+        y = [100 * r["completion_rate"] for _, r in pts]
+        err = [[100 * (r["completion_rate"] - r["ci_low"]) for _, r in pts],
+               [100 * (r["ci_high"] - r["completion_rate"]) for _, r in pts]]
+        if pts and pts[0][1].get("is_bound"):  # the clairvoyant bound: no policy reaches it
+            ax.errorbar(x, y, yerr=err, marker="s", capsize=3, color="black", linestyle="--",
+                        label=f"{policy} (clairvoyant)")
+        else:
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=f"C{i % 10}",
+                        label=policy)
+    ax.set_xlabel("load (arrival-rate multiplier of the training load)")
+    ax.set_ylabel("completion rate (% of arrived tasks)")
+    ax.set_xticks(sorted(set(loads.values())))
+    ax.grid(alpha=0.3)
+    ax.set_title(f"Completion rate vs load: {', '.join(sorted(loads))}; {_seeds(rows)}, "
+                 f"95% CI")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure atomically (a uniquely named temporary file, renamed)."""
+    import matplotlib.pyplot as plt
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,188 @@
+"""Tables and plots of benchmark results.
+
+:func:`summarise` turns episode records into one row per (preset, policy): the mean
+completion rate with its 95% interval, the paired difference to a reference policy (LARA by
+default) and, with clairvoyant-bound records, each policy's share of the bound.
+:func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
+``completion_<preset>.png`` for every preset and ``completion_vs_load.png`` when the presets
+differ only in their load. :func:`markdown_table` is the one table formatter of every suite.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.stats import DIFFERENCE, RATE, mean_ci
+from benchmarks.store import EPISODE_FIELDS, code_version, config_record, write_atomic
+
+REFERENCE_POLICY = "lara"
+"""Policy that paired differences are taken against."""
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
+                   title: str | None = None) -> str:
+    """A Markdown table (cells converted with ``str``), optionally after a title line."""
+    lines = [title, ""] if title else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY
+              ) -> list[dict[str, Any]]:
+    """One row per (preset, policy): mean completion rate with its 95% CI, mean utilization,
+    and the paired difference to the ``reference`` policy on the seeds both have.
+
+    Records with a ``bound`` key are clairvoyant bounds (one per preset and seed, see
+    :func:`benchmarks.suites.bound_record`), not episodes. When there are any, every policy
+    row also gets ``of_bound`` (mean of completed / bound over the seeds with a positive
+    bound, with its 95% CI, ``bound_paired`` seeds), and each preset gets a row for the
+    bound itself: its completion-rate bound (bound / arrived) with CI, the paired headroom
+    over the reference policy, and the solves (methods used, seconds, largest MILP gap).
+    Intervals of rates and shares are clipped to [0, 1], of differences to [-1, 1]
+    (:mod:`benchmarks.stats`). Rows are sorted by (preset, policy).
+    """
+    bounds = {(r["preset"], r["seed"]): r for r in results if "bound" in r}
+    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for r in results:
+        if "bound" not in r:
+            by.setdefault((r["preset"], r["policy"]), {})[r["seed"]] = r
+    rows = []
+    for (preset, policy), eps in sorted(by.items()):
+        rates = [eps[s]["completion_rate"] for s in sorted(eps)]
+        mean, lo, hi = mean_ci(rates, bounds=RATE)
+        row = {"preset": preset, "policy": policy, "episodes": len(rates),
+               "seeds": [min(eps), max(eps)], "completion_rate": mean, "ci_low": lo,
+               "ci_high": hi,
+               "utilization": sum(e["utilization"] for e in eps.values()) / len(eps)}
+        ref = by.get((preset, reference))
+        if ref is not None and policy != reference:
+            common = sorted(set(eps) & set(ref))
+            if common:
+                diffs = [eps[s]["completion_rate"] - ref[s]["completion_rate"] for s in common]
+                d, dlo, dhi = mean_ci(diffs, bounds=DIFFERENCE)
+                row.update(diff_vs_ref=d, diff_ci_low=dlo, diff_ci_high=dhi, paired=len(common))
+        with_bound = [s for s in sorted(eps) if bounds.get((preset, s), {}).get("bound", 0) > 0]
+        if with_bound:
+            ratios = [eps[s]["completed"] / bounds[(preset, s)]["bound"] for s in with_bound]
+            m, mlo, mhi = mean_ci(ratios, bounds=RATE)
+            row.update(of_bound=m, of_bound_ci_low=mlo, of_bound_ci_high=mhi,
+                       bound_paired=len(with_bound))
+        rows.append(row)
+    for preset in sorted({p for p, _ in bounds}):
+        rows.append(_bound_row(preset, [bounds[k] for k in sorted(bounds) if k[0] == preset],
+                               by.get((preset, reference), {})))
+    rows.sort(key=lambda r: (r["preset"], not r.get("is_bound", False), r["policy"]))
+    return rows
+
+
+def _bound_row(preset: str, recs: list[dict[str, Any]], ref: dict[int, dict[str, Any]]
+               ) -> dict[str, Any]:
+    mean, lo, hi = mean_ci([r["bound"] / max(r["n_tasks"], 1) for r in recs], bounds=RATE)
+    seconds = [r["lp_seconds"] + r["milp_seconds"] for r in recs]
+    methods: dict[str, int] = {}
+    for r in recs:
+        methods[r["method"]] = methods.get(r["method"], 0) + 1
+    gaps = [r["milp_gap"] for r in recs if r.get("milp_gap") is not None]
+    row = {"preset": preset, "policy": recs[0]["policy"], "episodes": len(recs),
+           "seeds": [recs[0]["seed"], recs[-1]["seed"]],
+           "completion_rate": mean, "ci_low": lo, "ci_high": hi, "utilization": None,
+           "is_bound": True, "bound_mean": sum(r["bound"] for r in recs) / len(recs),
+           "scaling": recs[0].get("scaling"), "methods": methods,
+           "solve_seconds_mean": sum(seconds) / len(seconds),
+           "solve_seconds_max": max(seconds), "milp_gap_max": max(gaps) if gaps else None}
+    by_seed = {r["seed"]: r for r in recs}
+    common = sorted(set(by_seed) & set(ref))
+    if common:
+        d, dlo, dhi = mean_ci([by_seed[s]["bound"] / max(by_seed[s]["n_tasks"], 1)
+                               - ref[s]["completion_rate"] for s in common], bounds=DIFFERENCE)
+        row.update(diff_vs_ref=d, diff_ci_low=dlo, diff_ci_high=dhi, paired=len(common))
+    return row
+
+
+def _pct(m: float, lo: float, hi: float, sign: bool = False) -> str:
+    f = "{:+.1f}" if sign else "{:.1f}"
+    return f"{f.format(100 * m)}{'' if sign else '%'} ({f.format(100 * lo)}, {f.format(100 * hi)})"
+
+
+def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY) -> str:
+    """Markdown table: completion rate (95% CI) and the paired difference to the reference
+    policy (LARA unless the suite says otherwise).
+
+    With clairvoyant bounds in ``rows``, a column gives each policy's completions as a share
+    of the bound (mean of per-seed ratios, 95% CI), the bound's own row shows the
+    completion-rate bound, and a second table describes the solves.
+    """
+    has_bound = any(r.get("is_bound") for r in rows)
+    ref_name = "LARA" if reference == "lara" else reference
+    header = ["preset", "policy", "episodes", "completion rate (95% CI)",
+              f"vs {ref_name}, paired (95% CI)", "utilization"]
+    body = []
+    for r in rows:
+        diff = (_pct(r["diff_vs_ref"], r["diff_ci_low"], r["diff_ci_high"], sign=True)
+                .replace(" (", " pts (", 1) if "diff_vs_ref" in r else "-")
+        util = "-" if r["utilization"] is None else f"{r['utilization']:.3f}"
+        name = f"**{r['policy']}** (clairvoyant)" if r.get("is_bound") else r["policy"]
+        cells = [r["preset"], name, r["episodes"],
+                 _pct(r["completion_rate"], r["ci_low"], r["ci_high"]), diff, util]
+        if has_bound:
+            cells.append(_pct(r["of_bound"], r["of_bound_ci_low"], r["of_bound_ci_high"])
+                         if "of_bound" in r else "-")
+        body.append(cells)
+    text = markdown_table(header + (["of bound (95% CI)"] if has_bound else []), body)
+    if has_bound:
+        solves = [[r["preset"], r["episodes"], r["scaling"], f"{r['bound_mean']:.1f}",
+                   ", ".join(f"{k} {v}" for k, v in sorted(r["methods"].items())),
+                   f"{r['solve_seconds_mean']:.2f} ({r['solve_seconds_max']:.2f})",
+                   "-" if r["milp_gap_max"] is None else f"{100 * r['milp_gap_max']:.1f}%"]
+                  for r in rows if r.get("is_bound")]
+        text += "\n" + markdown_table(
+            ["preset", "seeds", "scaling", "mean bound (tasks)", "proven by",
+             "solve s, mean (max)", "largest MILP gap"], solves,
+            title="Clairvoyant bound solves (see docs/bound.md):")
+    return text
+
+
+def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, Any]) -> str:
+    """results.json / results.csv / table.md / plots; returns the table.
+
+    ``meta["reference"]`` names the policy of the paired differences (default LARA).
+    Clairvoyant-bound records (with a ``bound`` key) go to ``bounds.csv`` and to the
+    ``bounds`` list of ``results.json``; ``results.csv`` and ``episodes`` hold the episodes.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    reference = meta.get("reference", REFERENCE_POLICY)
+    rows = summarise(results, reference)
+    episodes = [r for r in results if "bound" not in r]
+    bounds = [r for r in results if "bound" in r]
+    presets = sorted({r["preset"] for r in results})
+    payload = {**meta, "code_version": code_version(),
+               "presets": {p: config_record(p) for p in presets},
+               "summary": rows, "episodes": episodes}
+    if bounds:
+        payload["bounds"] = bounds
+    write_atomic(out / "results.json", json.dumps(payload, indent=2, default=str))
+    tables = [("results.csv", ["preset", "policy", "seed", *EPISODE_FIELDS], episodes)]
+    if bounds:
+        tables.append(("bounds.csv", list(bounds[0]), bounds))
+    for name, fields, recs in tables:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in recs:
+            w.writerow({k: r.get(k) for k in fields})
+        write_atomic(out / name, buf.getvalue())
+    table = format_table(rows, reference)
+    write_atomic(out / "table.md", table)
+    from benchmarks.plots import plot_per_preset, plot_vs_load
+
+    for preset in presets:
+        plot_per_preset([r for r in rows if r["preset"] == preset],
+                        out / f"completion_{preset}.png")
+    plot_vs_load(rows, out / "completion_vs_load.png")
+    return table

@@ -1,0 +1,1 @@
+"""Experiments behind the shipped MARA: checkpoints, variants and scripts (not installed)."""

@@ -1,0 +1,61 @@
+"""The MARA variants behind the findings of ``docs/experiments.md``, as policy factories.
+
+Each is a ``module:Factory`` policy spec for ``make_policy`` and every ``mara-bench`` suite
+(run from the repository's root, which puts ``experiments`` on the path)::
+
+    mara-bench default --policies lara mara experiments.variants:mara_ens5
+    python -c "import core_env; from mara_agents.policy import make_policy; \\
+        make_policy('experiments.variants:mara_distill', core_env.parallel_env())"
+
+Their checkpoints are in ``experiments/checkpoints`` (not installed with the package); the
+README.json next to each says how it was trained, with which commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mara_agents.policy import file_fingerprint, make_policy
+
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+
+
+def _mara(*files: str):
+    """A factory of MARA on these checkpoint files (several: an ensemble)."""
+    paths = [CHECKPOINTS / f for f in files]
+
+    def factory(env: Any, **kwargs: Any):
+        return make_policy("mara", env, checkpoint=paths if len(paths) > 1 else paths[0],
+                           **kwargs)
+
+    factory.__doc__ = f"MARA on {', '.join(files)}."
+    factory.fingerprint = lambda: file_fingerprint(*paths)  # stored results follow the weights
+    return factory
+
+
+mara_ens5 = _mara(*(f"ensemble/seed{k}.pt" for k in range(5)))
+"""Five runs of the default recipe of 2026-11-30 (training seeds 0-4), decoded together."""
+mara_distill = _mara("distill/mara_distill.pt")
+"""``mara_ens5`` distilled into one MAT (``mara-distill``)."""
+mara_v0 = _mara("v0/mara_default.pt")
+"""The default checkpoint shipped until 2026-12-01 (best of five training seeds)."""
+mara_2m = _mara("ablation/mara_2m.pt")
+"""MARA after 2.0M PPO steps with shaping beta 1 (the ablations' starting point)."""
+mara_ft = _mara("ablation/mara_ft.pt")
+"""The ablations' control: ``mara_2m`` fine-tuned 300k steps with no change."""
+mara_wls = _mara("ablation/mara_wls.pt")
+"""Ablation: WLS forecast columns instead of FM."""
+mara_noshaping = _mara("ablation/mara_noshaping.pt")
+"""Ablation: no reward shaping (beta 0)."""
+mat_dec = _mara("ablation/mat_dec.pt")
+"""Ablation: independent per-node heads (MAT-Dec), no conditioning on earlier nodes."""
+mara_staged = _mara("ablation/mara_staged.pt")
+"""The default of 2026-11-30 morning (94 minutes of training in six steps)."""
+mara_d32 = _mara("ablation/mara_d32.pt")
+"""The default of 2026-11-30 afternoon: a MAT half as wide."""
+mara_fast = _mara("ablation/mara_fast.pt")
+"""``mara_d32``'s recipe on a cheaper FM sampler (5 ODE steps, 16 samples)."""
+
+ABLATION = ("mara_ft", "mara_wls", "mara_noshaping", "mat_dec")
+"""The ``ablation`` suite's policies, the control first."""

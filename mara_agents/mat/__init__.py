@@ -1,0 +1,7 @@
+"""MARA's Multi-Agent Transformer: the model, its inputs, ensembles, the numpy greedy path
+and the inference policy (:mod:`mara_agents.mat.policy`). Nothing here imports training
+code."""
+
+from mara_agents.mat.model import MAT, Inputs, MATConfig
+
+__all__ = ["Inputs", "MAT", "MATConfig"]

@@ -1,0 +1,129 @@
+"""``PPOConfig``: everything a MARA training run depends on (``mara-train``'s flags; stored
+in every checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import core_env
+from mara_agents.forecast.registry import FORECASTERS
+from mara_agents.mat.model import MATConfig
+from mara_agents.train.cli import check_ints
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Everything a MARA training run depends on (stored in every checkpoint)."""
+
+    preset: str = "CoRE-v0"
+    """Environment preset to train on."""
+    shaping_beta: float = 0.0
+    """Shaping weight beta of the reward: 0 (the default) trains on the completion count
+    alone; 1 is SPEC §3's log-progress shaping, which trained slower and idled nodes
+    (docs/experiments.md)."""
+    forecaster: str = "fm"
+    """Forecast columns: ``fm`` (the shipped flow-matching forecaster) or ``wls`` (LARA's
+    estimator; the ``MARA with WLS`` ablation)."""
+    fm_steps: int = 10
+    """ODE (Euler) steps of the FM sampler behind the columns (the FM checkpoint's own
+    setting is 10). Stored in the checkpoint; MARA forecasts with it at inference too."""
+    fm_samples: int = 32
+    """Samples per forecast of the FM sampler (the FM checkpoint's own setting is 32)."""
+    seed: int = 0
+    """Seeds the environments and the torch generator."""
+    env_steps: int = 1_300_000
+    """PPO environment steps (slots x environments) to train for."""
+    num_envs: int = 32
+    """Environments stepped together."""
+    rollout_len: int = 32
+    """Slots per environment per update."""
+    epochs: int = 2
+    """Passes over each rollout."""
+    minibatches: int = 4
+    """Minibatches per pass."""
+    lr: float = 1e-4
+    """Adam learning rate (linearly annealed to 10% of it)."""
+    clip: float = 0.2
+    """PPO ratio clip epsilon, on the joint action's ratio (the sum of the nodes'
+    log-ratios), with the mean of the nodes' advantages."""
+    gamma: float = 1.0
+    """Discount; must stay 1 for the shaping to leave the objective unchanged (SPEC §3)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    entropy_coef: float = 0.001
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip."""
+    imitation_iters: int = 6
+    """Stage 1: DAgger iterations imitating the oracle-informed greedy teacher before PPO
+    (0: PPO from scratch; see :mod:`mara_agents.train.imitation`)."""
+    imitation_steps: int = 64
+    """Stage 1: slots per environment per DAgger iteration."""
+    imitation_epochs: int = 4
+    """Stage 1: passes over the aggregated data after each iteration."""
+    imitation_decay: float = 0.5
+    """Stage 1: probability of executing the teacher in iteration i is decay**i."""
+    imitation_lr: float = 1e-3
+    """Stage 1: Adam learning rate."""
+    critic_warmup: int = 40
+    """Stage 2: first PPO updates that train only the value head (its own Adam; the shared
+    encoder, hence the stage-1 policy, is frozen while the critic catches up)."""
+    critic_lr: float = 3e-3
+    """Stage 2: the value head's Adam learning rate during the critic warm-up (the head
+    starts from scratch; at ``lr`` it barely moves in the warm-up)."""
+    model: MATConfig = field(default_factory=MATConfig)
+    """MAT sizes (flags ``--model-<field>``; ``--no-model-autoregressive`` = MAT-Dec)."""
+    threads: int = 1
+    """torch CPU threads (0: torch's default)."""
+    checkpoint_every: int = 20
+    """Updates between checkpoints (``last.pt`` in ``out``, overwritten)."""
+    out: str = "runs/mara"
+    """Output folder: checkpoints, ``curve.json`` (the learning curve) and TensorBoard logs."""
+    resume: str = ""
+    """A checkpoint to resume from (its config must match except ``env_steps``/``out``)."""
+    init: str = ""
+    """Start from this checkpoint's weights (e.g. another run's stage-1 ``imitation.pt``)
+    and skip stage 1; optimiser, counters and value normaliser start fresh."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in core_env.PRESETS:
+            raise ValueError(f"preset: expected one of {sorted(core_env.PRESETS)}, "
+                             f"got {self.preset!r}")
+        if self.forecaster not in FORECASTERS:
+            raise ValueError(f"forecaster: expected one of {FORECASTERS}, "
+                             f"got {self.forecaster!r}")
+        check_ints(self, ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
+                          "checkpoint_every", "imitation_steps", "imitation_epochs",
+                          "fm_steps", "fm_samples"), 1)
+        check_ints(self, ("seed", "threads", "imitation_iters", "critic_warmup"), 0)
+        if (self.num_envs * self.rollout_len) % self.minibatches:
+            raise ValueError(f"minibatches: expected a divisor of num_envs * rollout_len = "
+                             f"{self.num_envs * self.rollout_len}, got {self.minibatches}")
+        checks = {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "gamma": (0.0, 1.0),
+                  "gae_lambda": (0.0, 1.0), "value_coef": (0.0, 100.0),
+                  "entropy_coef": (0.0, 10.0), "max_grad_norm": (0.0, 1e6),
+                  "critic_lr": (0.0, 1.0), "shaping_beta": (0.0, 100.0),
+                  "imitation_decay": (0.0, 1.0), "imitation_lr": (0.0, 1.0)}
+        for name, (lo, hi) in checks.items():
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
+                raise ValueError(f"{name}: expected a number in [{lo}, {hi}], got {v!r}")
+        for name in ("lr", "clip", "max_grad_norm", "critic_lr"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: expected > 0, got {getattr(self, name)!r}")
+        if not isinstance(self.model, MATConfig):
+            raise ValueError(f"model: expected a MATConfig, got {self.model!r}")
+
+    def env_config(self) -> core_env.CoreConfig:
+        """The training environment's configuration."""
+        return core_env.make_config(self.preset, shaping_beta=self.shaping_beta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))

@@ -1,0 +1,72 @@
+"""The batched simulator with forecast columns, as MARA's trainers step it.
+
+:class:`Rollout` owns B environments of :class:`core_env.BatchedCoreEnv`, a
+:class:`~core_env.forecast.cache.ForecastCache` around the forecaster, and the current
+observations: :meth:`Rollout.inputs` gives the model's inputs for them, :meth:`Rollout.step`
+executes a joint action (finished environments restart, and their cached forecasts are
+dropped). PPO (:mod:`~mara_agents.train.trainer`), imitation
+(:mod:`~mara_agents.train.imitation`) and distillation (:mod:`~mara_agents.train.distill`)
+all step through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import core_env
+from core_env.forecast.cache import ForecastCache
+from core_env.state import BatchState
+from mara_agents.checkpoints import wrapped_layout
+from mara_agents.mat.inputs import inputs_from_batched
+from mara_agents.mat.model import Inputs
+
+
+class Rollout:
+    """B environments, their forecast cache and current observations.
+
+    Args:
+        config: the environments' configuration.
+        num_envs: B.
+        forecaster: the forecaster behind the columns.
+
+    Attributes:
+        env: the batched simulator; ``plain_layout`` its observation layout, ``layout`` the
+            layout with the forecast columns (what the model reads).
+        obs, mask: float32[B, N, D] and int8[B, N, K+1] of the current step.
+    """
+
+    def __init__(self, config: core_env.CoreConfig, num_envs: int, forecaster: Any) -> None:
+        self.env = core_env.BatchedCoreEnv(config, num_envs)
+        self.plain_layout = self.env.layout
+        self.layout = wrapped_layout(self.plain_layout)
+        self.cache = ForecastCache(forecaster, num_envs, self.layout.n_slots)
+        self.obs: np.ndarray | None = None
+        self.mask: np.ndarray | None = None
+
+    @property
+    def sim(self) -> BatchState:
+        """The simulator state of the current step."""
+        return self.env.sim
+
+    def reset(self, seed: int) -> None:
+        """Start every environment afresh (environment b from the b-th seed spawned from
+        ``seed``) and forget the cached forecasts."""
+        self.obs, self.mask = self.env.reset(seed=seed)
+        self.cache.reset()
+
+    def inputs(self) -> Inputs:
+        """The model's inputs for the current step (forecasts refreshed where stale)."""
+        extra = self.cache.update(self.env.sim)
+        return inputs_from_batched(self.obs, self.mask, self.plain_layout, extra)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Execute int[B, N] actions; returns ``(reward[B], done[B], episodes)`` where
+        ``episodes`` is the batched simulator's ``info["episode"]`` of the environments that
+        finished (they have restarted)."""
+        obs, mask, reward, done, info = self.env.step(actions)
+        if done.any():
+            self.cache.reset(done)
+        self.obs, self.mask = obs, mask
+        return reward, done, info["episode"]

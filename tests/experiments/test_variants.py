@@ -1,0 +1,90 @@
+"""The variants of ``experiments/variants.py`` load as what they claim to be, through the same
+``module:Factory`` specs any user policy uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import core_env
+from core_env.forecast import LossForecastWrapper, WLSForecaster
+from experiments import lara_params, variants
+from mara_agents.checkpoints import load_checkpoint
+from mara_agents.mat.policy import MARAPolicy
+from mara_agents.policy import make_policy, run_episode
+
+SPEC = "experiments.variants:{}"
+
+
+@pytest.mark.parametrize("name,forecaster,beta,autoregressive", [
+    ("mara_ft", "fm", 1.0, True), ("mara_wls", "wls", 1.0, True),
+    ("mara_noshaping", "fm", 0.0, True), ("mat_dec", "fm", 1.0, False)])
+def test_each_ablation_differs_from_the_control_in_one_thing(name, forecaster, beta,
+                                                             autoregressive):
+    blob = load_checkpoint(variants.CHECKPOINTS / "ablation" / f"{name}.pt")
+    control = load_checkpoint(variants.CHECKPOINTS / "ablation" / "mara_ft.pt")
+    assert blob["train_config"]["forecaster"] == forecaster
+    assert blob["train_config"]["shaping_beta"] == beta
+    assert blob["mat_config"]["autoregressive"] is autoregressive
+    assert blob["layout"] == control["layout"]
+    assert blob["env_steps"] == control["env_steps"]  # the same budget
+
+
+def test_a_variant_is_a_policy_spec_with_its_own_forecast_wrapper():
+    env, policy = make_policy(SPEC.format("mara_wls"), core_env.parallel_env(preset="CoRE-v0"))
+    assert isinstance(env, LossForecastWrapper) and isinstance(env.forecaster, WLSForecaster)
+    assert isinstance(policy, MARAPolicy)
+    env, policy = make_policy(SPEC.format("mat_dec"), core_env.parallel_env(preset="CoRE-v0"))
+    assert policy.model.config.autoregressive is False
+    stats = run_episode(env, policy, seed=0)
+    assert 0.0 <= stats["completion_rate"] <= 1.0
+    with pytest.raises(ValueError, match="has no 'mat_enc'"):
+        make_policy(SPEC.format("mat_enc"), core_env.parallel_env(preset="CoRE-v0"))
+
+
+def test_the_fast_variant_runs_on_the_cheaper_fm_sampler_it_was_trained_with():
+    env, _ = make_policy(SPEC.format("mara_fast"), core_env.parallel_env(preset="CoRE-v0"))
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 16)
+
+
+def test_the_ensemble_is_five_training_seeds_decoded_together():
+    files = [variants.CHECKPOINTS / "ensemble" / f"seed{k}.pt" for k in range(5)]
+    configs = [load_checkpoint(f)["train_config"] for f in files]
+    assert [c["seed"] for c in configs] == list(range(5))
+    free = ("seed", "out", "keep_checkpoints")  # keep_checkpoints only saved extra files
+    assert all({k: v for k, v in c.items() if k not in free}
+               == {k: v for k, v in configs[0].items() if k not in free} for c in configs)
+    env, policy = make_policy(SPEC.format("mara_ens5"), core_env.parallel_env(preset="CoRE-v0"))
+    assert len(policy.models) == 5
+    assert run_episode(env, policy, seed=1) == run_episode(env, policy, seed=1)
+
+
+def test_the_distilled_variant_records_its_teacher():
+    blob = load_checkpoint(variants.CHECKPOINTS / "distill" / "mara_distill.pt")
+    record = json.loads(blob["distill"])
+    assert len(record["teacher_files"]) == 5 and record["history"]
+
+
+def test_every_ablation_of_the_suite_is_a_variant():
+    assert all(callable(getattr(variants, name)) for name in variants.ABLATION)
+    from benchmarks.suites import SUITES
+
+    assert SUITES["ablation"].policies[2:] == tuple(SPEC.format(n) for n in variants.ABLATION)
+
+
+@pytest.mark.parametrize("name", [*lara_params.CHANGES,
+                                  *(f"oracle_{n}" for n in lara_params.ORACLE_CHANGES)])
+def test_each_lara_variant_changes_exactly_its_parameter(name):
+    from core_env.forecast import OracleForecaster, forecast_wrapper
+    from mara_agents.baselines import LARAParams
+
+    env, policy = make_policy(f"experiments.lara_params:{name}",
+                              core_env.parallel_env(preset="CoRE-Small-v0"))
+    change = lara_params.CHANGES[name.removeprefix("oracle_")]
+    changed = {k: v for k, v in vars(policy.params).items()
+               if getattr(LARAParams(), k) != v}
+    assert changed == change
+    oracle = isinstance(forecast_wrapper(env).forecaster, OracleForecaster)
+    assert oracle is name.startswith("oracle_")
+    assert run_episode(env, policy, seed=0)["capacity_conflicts"] == 0

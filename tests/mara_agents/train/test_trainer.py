@@ -1,0 +1,257 @@
+"""PPO pieces against hand-computed values, an end-to-end smoke run, checkpoints, MARAPolicy."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import core_env
+from mara_agents.checkpoints import load_checkpoint, save
+from mara_agents.mat.policy import MARAPolicy
+from mara_agents.policy import make_policy, run_episode
+from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
+from mara_agents.train.trainer import PPOConfig, Trainer, main, parse_args
+
+
+def test_gae_on_a_tiny_trajectory():
+    rewards = torch.tensor([[1.0], [0.0], [2.0]])
+    values = torch.tensor([[[0.5]], [[1.0]], [[1.5]]])
+    dones = torch.tensor([[False], [True], [False]])
+    adv, ret = gae(rewards, values, dones, torch.tensor([[3.0]]), gamma=1.0, lam=0.5)
+    # t=2: 2 + 3 - 1.5 = 3.5; t=1 (terminal): 0 - 1 = -1; t=0: 1 + 1 - 0.5 + 0.5 * -1 = 1
+    assert torch.allclose(adv.flatten(), torch.tensor([1.0, -1.0, 3.5]))
+    assert torch.allclose(ret.flatten(), torch.tensor([1.5, 0.0, 5.0]))
+
+
+def test_gae_lambda_one_gamma_one_is_the_return_to_go_minus_value():
+    g = torch.Generator().manual_seed(0)
+    r = torch.rand(6, 2, generator=g)
+    v = torch.rand(6, 2, 3, generator=g)
+    adv, ret = gae(r, v, torch.zeros(6, 2, dtype=torch.bool), torch.zeros(2, 3), 1.0, 1.0)
+    togo = torch.flip(torch.cumsum(torch.flip(r, [0]), 0), [0])
+    assert torch.allclose(ret, togo[..., None].expand(-1, -1, 3), atol=1e-6)
+
+
+def test_clipped_surrogate_by_hand():
+    logp = torch.log(torch.tensor([1.5, 0.5, 1.1]))
+    loss, frac = clipped_surrogate(logp, torch.zeros(3), torch.tensor([1.0, 1.0, -1.0]), 0.2)
+    assert math.isclose(float(loss), -(1.2 + 0.5 - 1.1) / 3, rel_tol=1e-6)
+    assert math.isclose(float(frac), 2 / 3, rel_tol=1e-6)
+
+
+def test_running_norm_matches_numpy():
+    g = np.random.default_rng(0)
+    chunks = [g.normal(3.0, 2.0, size=n) for n in (10, 200, 37)]
+    norm = RunningNorm()
+    for c in chunks:
+        norm.update(torch.from_numpy(c))
+    allx = np.concatenate(chunks)
+    assert math.isclose(norm.mean, allx.mean(), rel_tol=1e-4)
+    assert math.isclose(norm.var, allx.var(), rel_tol=1e-3)
+
+
+def test_explained_variance():
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert explained_variance(y, y) == 1.0
+    assert explained_variance(torch.zeros(4), y) == pytest.approx(0.0)
+    assert explained_variance(y + 1.0, y) == pytest.approx(1.0)
+    assert explained_variance(-y, y) == pytest.approx(1.0 - 4.0)
+    assert explained_variance(y, torch.ones(4)) == 0.0
+
+
+TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
+        "--rollout-len", "16", "--minibatches", "2", "--epochs", "2", "--env-steps", "192",
+        "--imitation-iters", "2", "--imitation-steps", "8", "--imitation-epochs", "1",
+        "--critic-warmup", "1", "--model-d-model", "16", "--model-ff", "16",
+        "--checkpoint-every", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mara") / "a"
+    assert main([*TINY, "--out", str(out)]) == 0
+    return out
+
+
+def test_smoke_run_writes_checkpoints_logs_and_curve(tiny_run):
+    assert (tiny_run / "last.pt").is_file() and (tiny_run / "imitation.pt").is_file()
+    curve = json.loads((tiny_run / "curve.json").read_text())
+    assert len(curve["imitation"]) == 2 and curve["imitation"][0]["beta"] == 1.0
+    acc = EventAccumulator(str(tiny_run / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"loss/policy", "loss/value", "loss/entropy", "ppo/approx_kl", "ppo/clip_frac",
+            "ppo/explained_variance", "imitation/loss", "imitation/agreement"} <= tags
+    blob = load_checkpoint(tiny_run / "last.pt")
+    assert blob["update"] == 3 and blob["env_steps"] == 192
+
+
+def test_same_seed_same_weights_and_resume(tiny_run, tmp_path):
+    out_b = tmp_path / "b"
+    assert main([*TINY, "--out", str(out_b)]) == 0
+    a = load_checkpoint(tiny_run / "last.pt")["state_dict"]
+    b = load_checkpoint(out_b / "last.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # resume to more env steps continues from update 3
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "c"), "--env-steps", "256",
+                      "--resume", str(tiny_run / "last.pt")])
+    trainer = Trainer(cfg)
+    assert trainer.update == 3
+    summary = trainer.run()
+    assert summary["updates"] == 4 and summary["env_steps"] == 256
+    # a different config cannot resume this checkpoint
+    with pytest.raises(ValueError, match="different config"):
+        Trainer(parse_args([*TINY, "--lr", "0.01", "--resume", str(tiny_run / "last.pt")]))
+
+
+def test_policy_round_trip_and_deterministic_greedy(tiny_run):
+    env, pol = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                           checkpoint=tiny_run / "last.pt")
+    assert isinstance(pol, MARAPolicy)
+    s1 = run_episode(env, pol, seed=3)
+    s2 = run_episode(env, pol, seed=3)
+    assert s1 == s2
+    assert s1["capacity_conflicts"] == 0 and s1["illegal_actions"] == 0
+
+
+def test_layout_mismatch_is_rejected(tiny_run):
+    with pytest.raises(ValueError, match="different observation layout.*n_nodes"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"),
+                    checkpoint=tiny_run / "last.pt")
+
+
+def test_unsafe_or_broken_checkpoints_are_refused(tmp_path, tiny_run):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    evil = tmp_path / "evil.pt"
+    evil.write_bytes(pickle.dumps({"format": "mara-mat/1", "x": Evil()}))
+    with pytest.raises(ValueError, match="evil.pt"):
+        load_checkpoint(evil)
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes((tiny_run / "last.pt").read_bytes()[:500])
+    with pytest.raises(ValueError, match="cut.pt"):
+        load_checkpoint(cut)
+    other = tmp_path / "other.pt"
+    torch.save({"format": "something-else"}, other)
+    with pytest.raises(ValueError, match="not a MARA checkpoint"):
+        load_checkpoint(other)
+
+
+def test_mara_needs_the_cached_forecast_wrapper(tiny_run):
+    from core_env.forecast import LossForecastWrapper, WLSForecaster
+    env = LossForecastWrapper(core_env.parallel_env(preset="CoRE-Small-v0"), WLSForecaster())
+    with pytest.raises(ValueError, match="cache=True"):
+        MARAPolicy(env, tiny_run / "last.pt")
+
+
+@pytest.mark.parametrize("flag,value,field", [
+    ("--gamma", "1.5", "gamma"), ("--num-envs", "0", "num_envs"),
+    ("--forecaster", "oracle", "forecaster"), ("--preset", "nope", "preset"),
+    ("--minibatches", "3", "minibatches"), ("--model-heads", "3", "heads")])
+def test_bad_config_values_name_the_field(flag, value, field, capsys):
+    with pytest.raises(SystemExit):
+        parse_args([flag, value])
+    assert field in capsys.readouterr().err
+
+
+def test_init_from_a_checkpoint_skips_stage_one(tiny_run, tmp_path):
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"),
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    ref = load_checkpoint(tiny_run / "imitation.pt")["state_dict"]
+    assert all(torch.equal(trainer.model.state_dict()[k], ref[k]) for k in ref)
+    summary = trainer.run()
+    assert summary["updates"] == 3
+    curve = json.loads((tmp_path / "d" / "curve.json").read_text())
+    assert len(curve["imitation"]) == 2  # carried over, not re-run
+    assert not (tmp_path / "d" / "imitation.pt").exists()
+
+
+def test_init_refuses_a_checkpoint_of_other_model_sizes(tiny_run, tmp_path):
+    """The MAT's sizes are part of the config: --init of a checkpoint with other sizes names
+    the flags that match it instead of silently training another shape."""
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"), "--model-d-model", "32",
+                      "--init", str(tiny_run / "imitation.pt")])
+    with pytest.raises(ValueError, match="--model-d-model 16"):
+        Trainer(cfg)
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "d"), "--no-model-autoregressive",
+                      "--init", str(tiny_run / "imitation.pt")])
+    with pytest.raises(ValueError, match="--model-autoregressive"):
+        Trainer(cfg)
+
+
+def test_critic_warmup_leaves_the_policy_untouched(tiny_run, tmp_path):
+    """During the warm-up updates only the value head changes."""
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "w"), "--critic-warmup", "5",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.run()
+    after = trainer.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("value_head.") for k in changed)
+
+
+def test_critic_warmup_steps_the_value_head_at_critic_lr(tiny_run, tmp_path):
+    """Adam's steps are at most its learning rate per element: the warm-up moves the value
+    head by up to critic_lr per step, far beyond what the PPO lr would allow."""
+    steps = 2 * 2  # epochs * minibatches of TINY, one warm-up update
+    cfg = parse_args([*TINY, "--out", str(tmp_path / "w"), "--critic-warmup", "1",
+                      "--env-steps", "64", "--lr", "1e-5", "--critic-lr", "0.02",
+                      "--init", str(tiny_run / "imitation.pt")])
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.model.value_head.state_dict().items()}
+    trainer.run()
+    moved = max(float((v - before[k]).abs().max())
+                for k, v in trainer.model.value_head.state_dict().items())
+    assert 100 * steps * cfg.lr < moved <= steps * cfg.critic_lr * 1.001
+
+
+def test_critic_lr_must_be_positive():
+    with pytest.raises(ValueError, match="critic_lr"):
+        PPOConfig(critic_lr=0.0)
+
+
+@pytest.mark.parametrize("entry", ["mara_agents.train.trainer", "mara_agents.forecast.train",
+                                   "mara_agents.train.distill"])
+def test_help_lists_every_flag(entry, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(entry).main(["--help"])
+    assert e.value.code == 0
+    assert "--seed" in capsys.readouterr().out
+
+
+def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
+    """A run trained on cheaper FM columns is evaluated on the same columns (through the
+    numpy sampler); a checkpoint without the fields is refused, naming them."""
+    from mara_agents.forecast import FlowMatchingForecaster
+
+    out = tmp_path / "fm"
+    flags = [a for a in TINY if a not in ("wls",)]
+    flags[flags.index("--forecaster") + 1:flags.index("--forecaster") + 1] = ["fm"]
+    assert main([*flags, "--env-steps", "64", "--imitation-iters", "0", "--fm-steps", "2",
+                 "--fm-samples", "4", "--out", str(out)]) == 0
+    env, pol = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                           checkpoint=out / "last.pt")
+    assert isinstance(env.forecaster, FlowMatchingForecaster)
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (2, 4)
+    assert env.forecaster.backend == "numpy"  # one environment: the numpy sampler
+    assert run_episode(env, pol, seed=1)["capacity_conflicts"] == 0
+    env, _ = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                         checkpoint=out / "last.pt", fm_steps=5)
+    assert (env.forecaster.sampler.steps, env.forecaster.sampler.samples) == (5, 4)
+    blob = torch.load(out / "last.pt", weights_only=True)
+    del blob["train_config"]["fm_steps"]
+    save(tmp_path / "old.pt", blob)
+    with pytest.raises(ValueError, match="fm_steps"):
+        load_checkpoint(tmp_path / "old.pt")
