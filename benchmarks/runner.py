@@ -11,11 +11,12 @@ extra); every episode is a pure function of its spec, so all three give identica
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
@@ -75,32 +76,62 @@ def pinned_episode(episode_fn: Callable[[Any], Any], spec: Any) -> Any:
     return episode_fn(spec)
 
 
+@contextlib.contextmanager
+def _progress(total: int, label: str | None) -> Iterator[Callable[[], None]]:
+    """A function advancing a tqdm bar labelled ``label`` (a no-op without a label)."""
+    if not label or not total:
+        yield lambda: None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=label, unit="ep")
+    try:
+        yield lambda: bar.update(1)
+    finally:
+        bar.close()
+
+
+@contextlib.contextmanager
+def _threads_restored() -> Iterator[None]:
+    """Restore this process's ``OMP_NUM_THREADS`` and (if torch was already imported) its
+    torch thread count afterwards; an episode that imports torch keeps 1 thread."""
+    saved_env = os.environ.get("OMP_NUM_THREADS")
+    torch = sys.modules.get("torch")
+    saved_threads = torch.get_num_threads() if torch is not None else None
+    try:
+        yield
+    finally:
+        if saved_env is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = saved_env
+        if saved_threads is not None:
+            torch.set_num_threads(saved_threads)
+
+
+def _dispatch(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
+              done: Callable[[int, Any], None]) -> None:
+    """``done(i, fn(items[i]))`` for every item, threads pinned: in this process
+    (``workers=1``, its thread settings restored afterwards) or on a local pool."""
+    if workers > 1:
+        _on_pool(workers, fn, items, done)
+        return
+    with _threads_restored():
+        for i, x in enumerate(items):
+            done(i, pinned_episode(fn, x))
+
+
 def map_pinned(fn: Callable[[Any], Any], items: Sequence[Any], workers: int,
                progress: str | None = None) -> list[Any]:
     """``[fn(x) for x in items]`` with threads pinned, on ``workers`` local processes (1: in
     this process), in order; with a tqdm bar labelled ``progress`` if given."""
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(items), desc=progress, unit="ep")
     out: list[Any] = [None] * len(items)
-    try:
-        if workers == 1:
-            for i, x in enumerate(items):
-                out[i] = pinned_episode(fn, x)
-                if bar is not None:
-                    bar.update(1)
-        else:
-            def done(i: int, result: Any) -> None:
-                out[i] = result
-                if bar is not None:
-                    bar.update(1)
+    with _progress(len(items), progress) as tick:
+        def done(i: int, result: Any) -> None:
+            out[i] = result
+            tick()
 
-            _on_pool(workers, fn, items, done)
-    finally:
-        if bar is not None:
-            bar.close()
+        _dispatch(fn, items, workers, done)
     return out
 
 
@@ -152,11 +183,6 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     policy_hashes = {k: v for k, v in (policy_hashes or {}).items() if v is not None}
     store.clean(episodes, hashes, policy_hashes)
     todo = [s for s in specs if not (episodes / f"{s.key}.json").exists()]
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(todo), desc="episodes", unit="ep")
 
     def save(spec: EpisodeSpec, result: dict[str, Any]) -> None:
         record = {**result, "config_hash": hashes[spec.preset]}
@@ -168,29 +194,14 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
             raise RuntimeError(f"episode {spec.key}: the episode function returned an "
                                f"invalid result ({problem})")
         store.write_atomic(episodes / f"{spec.key}.json", json.dumps(record))
-        if bar is not None:
-            bar.update(1)
+        tick()
 
-    saved_env = os.environ.get("OMP_NUM_THREADS")
-    torch = sys.modules.get("torch")
-    saved_threads = torch.get_num_threads() if torch is not None else None
-    try:
+    with _progress(len(todo), "episodes" if progress else None) as tick:
         if todo and backend == "ray":
-            _run_ray(todo, episode_fn, save, ray_address)
-        elif todo and workers == 1:
-            for spec in todo:
-                save(spec, pinned_episode(episode_fn, spec))
+            with _threads_restored():
+                _run_ray(todo, episode_fn, save, ray_address)
         elif todo:
-            _on_pool(workers, episode_fn, todo, lambda i, result: save(todo[i], result))
-    finally:
-        if bar is not None:
-            bar.close()
-        if saved_env is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved_env
-        if saved_threads is not None:
-            torch.set_num_threads(saved_threads)
+            _dispatch(episode_fn, todo, workers, lambda i, result: save(todo[i], result))
     return [_read(episodes / f"{spec.key}.json", spec, hashes, policy_hashes) for spec in specs]
 
 
