@@ -1,0 +1,305 @@
+"""The live runtime's local backend: one worker process per node (SPEC §8).
+
+:class:`LocalRuntime` starts N worker processes (one per node, each pinned to one thread)
+and runs one slot of real training at a time: :meth:`LocalRuntime.run_slot` takes, for every
+task that trains this slot, its :class:`~core_env.live.jobs.JobSpec`, its last end-of-slot
+state (``None`` for a fresh run) and the nodes it was given, runs it on the first of those
+nodes (a k-node task is one synchronous data-parallel step sequence with a k-times larger
+batch, computed in one process: the same arithmetic), and returns each task's observed
+loss and new state. The driver keeps every state between slots, so a task that moves to
+other nodes is restored from it on the new worker, and a worker that dies loses at most the
+slot in flight.
+
+Faults and failures:
+
+* a worker that dies (killed, crashed) is detected when its result is due; its task's slot is
+  reported with ``error="worker died"`` and its previous state is kept; the node stays dead
+  (:attr:`LocalRuntime.alive`) until :meth:`LocalRuntime.restart`;
+* a job whose code raises, or returns a non-finite loss, is reported with the error (its
+  state is not advanced); the caller marks it failed;
+* a slot that overruns ``time_limit`` seconds: its worker is killed and restarted, and the
+  slot is reported with ``error="time limit ..."``.
+
+Workers die with the driver: they exit when their pipe closes, and :meth:`close` (or the
+context manager) stops them.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, NamedTuple
+
+from core_env.live.jobs import JobSpec, make_job
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+"""Environment variables set to 1 in every worker (one thread per node)."""
+
+STARTUP_SECONDS = 120.0
+"""How long a new worker may take to start (import) before the runtime gives up on it."""
+
+
+class SlotTask(NamedTuple):
+    """One task's work for a slot.
+
+    Attributes:
+        spec: what to build. state: its last end-of-slot state (``None``: a fresh run).
+        units: work units per node this slot. nodes: the node indices it trains on.
+    """
+
+    spec: JobSpec
+    state: bytes | None
+    units: int
+    nodes: tuple[int, ...]
+
+
+class SlotResult(NamedTuple):
+    """What one task's slot produced.
+
+    Attributes:
+        loss: the observed loss after the slot (NaN on error).
+        state: the new end-of-slot state (the previous one on error).
+        error: None, or what went wrong ("worker died", "time limit ...", the exception).
+        seconds: wall time of the job's own work on the worker (restore + train + save).
+        restore_seconds, save_seconds: the parts of it spent restoring and serialising.
+        state_bytes: size of the new state.
+        node: the worker that ran it.
+    """
+
+    loss: float
+    state: bytes | None
+    error: str | None
+    seconds: float
+    restore_seconds: float
+    save_seconds: float
+    state_bytes: int
+    node: int
+
+
+def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
+    """Worker loop: say it is ready, then receive (spec, state, units, nodes) and reply with
+    the slot's outcome."""
+    conn.send("ready")
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        spec, state, units, nodes = msg
+        t0 = time.perf_counter()
+        try:
+            job = make_job(spec)
+            if state is not None:
+                job.load(state)
+            t1 = time.perf_counter()
+            loss = float(job.train(units, nodes))
+            t2 = time.perf_counter()
+            blob = job.save() if math.isfinite(loss) else None
+            t3 = time.perf_counter()
+            error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
+            reply = (loss, blob, error, t3 - t0, t1 - t0, t3 - t2)
+        except Exception as e:  # the job's own error: reported, not fatal
+            tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            reply = (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0,
+                     0.0)
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Set the thread variables to 1 while workers start (they inherit the environment)."""
+    saved = {k: os.environ.get(k) for k in THREAD_VARS}
+    os.environ.update({k: "1" for k in THREAD_VARS})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class LocalRuntime:
+    """N worker processes, one per node, driven slot by slot (see the module docstring).
+
+    Args:
+        n_nodes: workers to start (>= 1).
+        time_limit: seconds a task's slot may take before its worker is killed (> 0).
+        start_method: multiprocessing start method (``"spawn"``: workers import only what
+            the jobs need).
+
+    Attributes:
+        alive: list[bool], whether each node's worker is up.
+        restarts: workers restarted so far.
+    """
+
+    def __init__(self, n_nodes: int, time_limit: float = 600.0,
+                 start_method: str = "spawn") -> None:
+        if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
+            raise ValueError(f"n_nodes: expected an integer >= 1, got {n_nodes!r}")
+        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+            raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
+        self.n_nodes, self.time_limit = n_nodes, float(time_limit)
+        self._ctx = mp.get_context(start_method)
+        self._procs: list[Any] = [None] * n_nodes
+        self._conns: list[Any] = [None] * n_nodes
+        self.alive = [False] * n_nodes
+        self.restarts = 0
+        for i in range(n_nodes):
+            self._start(i)
+        for i in range(n_nodes):
+            self._await_ready(i)
+
+    def _await_ready(self, i: int) -> None:
+        """Wait until worker i has started (imports are not part of any slot's time)."""
+        conn = self._conns[i]
+        if not conn.poll(STARTUP_SECONDS) or conn.recv() != "ready":
+            self._stop(i)
+            raise RuntimeError(f"node {i}: its worker did not start within "
+                               f"{STARTUP_SECONDS:g} s")
+
+    def _start(self, i: int) -> None:
+        parent, child = self._ctx.Pipe()
+        with _one_thread():
+            proc = self._ctx.Process(target=_worker, args=(child,), daemon=True,
+                                     name=f"core-env-live-node-{i}")
+            proc.start()
+        child.close()
+        self._procs[i], self._conns[i], self.alive[i] = proc, parent, True
+
+    def pid(self, node: int) -> int:
+        """The process id of ``node``'s worker."""
+        return int(self._procs[node].pid)
+
+    def restart(self, node: int) -> None:
+        """Start a new worker for ``node`` (killing the old one if it still runs)."""
+        self._stop(node)
+        self._start(node)
+        self._await_ready(node)
+        self.restarts += 1
+
+    def _stop(self, node: int) -> None:
+        proc, conn = self._procs[node], self._conns[node]
+        if conn is not None:
+            conn.close()
+        if proc is not None and proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        self.alive[node] = False
+
+    def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
+        """Run one slot of every task in ``tasks`` (task id -> :class:`SlotTask`) in
+        parallel; returns task id -> :class:`SlotResult`.
+
+        Raises:
+            ValueError: a task has no nodes, a node is given to two tasks, a node does not
+                exist or its worker is dead (mask dead nodes before assigning them).
+        """
+        used: dict[int, Any] = {}
+        for key, task in tasks.items():
+            if not task.nodes:
+                raise ValueError(f"task {key!r}: expected at least one node")
+            if isinstance(task.units, bool) or not isinstance(task.units, int) or task.units < 1:
+                raise ValueError(f"task {key!r}: units must be an integer >= 1, got "
+                                 f"{task.units!r}")
+            for node in task.nodes:
+                if not (isinstance(node, int) and 0 <= node < self.n_nodes):
+                    raise ValueError(f"task {key!r}: node {node!r} does not exist "
+                                     f"(0..{self.n_nodes - 1})")
+                if node in used:
+                    raise ValueError(f"node {node}: given to both {used[node]!r} and {key!r}")
+                if not self.alive[node]:
+                    raise ValueError(f"task {key!r}: node {node}'s worker is dead; restart "
+                                     f"it or mask the node")
+                used[node] = key
+        leaders = {key: min(task.nodes) for key, task in tasks.items()}
+        started = time.perf_counter()
+        pending = {}
+        for key, task in tasks.items():
+            node = leaders[key]
+            try:
+                self._conns[node].send((task.spec, task.state, task.units, len(task.nodes)))
+                pending[key] = node
+            except (BrokenPipeError, OSError):
+                self.alive[node] = False
+        results: dict[Any, SlotResult] = {}
+        for key, node in leaders.items():
+            if key not in pending:
+                results[key] = self._failed(tasks[key], node, "worker died")
+        while pending:
+            waiting = {self._conns[n]: k for k, n in pending.items()}
+            left = self.time_limit - (time.perf_counter() - started)
+            ready = multiprocessing.connection.wait(list(waiting), timeout=max(left, 0.0))
+            if not ready:  # time limit: kill and restart every worker still busy
+                for key, node in pending.items():
+                    self.restart(node)
+                    results[key] = self._failed(tasks[key], node,
+                                                f"time limit {self.time_limit:g} s exceeded")
+                break
+            for conn in ready:
+                key = waiting[conn]
+                node = pending.pop(key)
+                try:
+                    loss, blob, error, secs, restore, save = conn.recv()
+                except (EOFError, OSError):
+                    self._procs[node].join(1)
+                    self.alive[node] = False
+                    results[key] = self._failed(tasks[key], node, "worker died")
+                    continue
+                if error is not None:
+                    results[key] = self._failed(tasks[key], node, error, secs)
+                else:
+                    results[key] = SlotResult(loss, blob, None, secs, restore, save,
+                                              len(blob), node)
+        return results
+
+    @staticmethod
+    def _failed(task: SlotTask, node: int, error: str, secs: float = 0.0) -> SlotResult:
+        return SlotResult(float("nan"), task.state, error, secs, 0.0, 0.0,
+                          len(task.state) if task.state is not None else 0, node)
+
+    def close(self) -> None:
+        """Stop every worker."""
+        for i in range(self.n_nodes):
+            conn = self._conns[i]
+            if conn is not None and self.alive[i]:
+                try:
+                    conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+            proc = self._procs[i]
+            if proc is not None:
+                proc.join(2)
+            self._stop(i)
+
+    def __enter__(self) -> LocalRuntime:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def run_serial(spec: JobSpec, slots: Sequence[tuple[int, int]]) -> list[float]:
+    """The losses of ``spec`` trained in this process for a sequence of (units, nodes)
+    slots: the reference a runtime's results must equal."""
+    job = make_job(spec)
+    return [float(job.train(u, k)) for u, k in slots]

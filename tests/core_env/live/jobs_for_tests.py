@@ -1,0 +1,52 @@
+"""Job kinds for the live runtime's tests (imported by the workers by name)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+
+class CounterJob:
+    """Deterministic and instant: work += units * nodes * rate; loss = 1 / (1 + work)."""
+
+    def __init__(self, rate: float = 1.0) -> None:
+        self.rate = rate
+
+    def setup(self, seed: int) -> None:
+        self.work, self.seed = 0.0, seed
+
+    def train(self, units: int, nodes: int) -> float:
+        self.work += units * nodes * self.rate
+        return 1.0 / (1.0 + self.work + self.seed)
+
+    def save(self) -> bytes:
+        return json.dumps({"work": self.work, "seed": self.seed, "pid": os.getpid(),
+                           "threads": os.environ.get("OMP_NUM_THREADS")}).encode()
+
+    def load(self, blob: bytes) -> None:
+        state = json.loads(blob)
+        self.work, self.seed = state["work"], state["seed"]
+
+
+class SleepJob(CounterJob):
+    """A counter that sleeps ``seconds`` per call of train."""
+
+    def __init__(self, seconds: float = 5.0) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def train(self, units: int, nodes: int) -> float:
+        time.sleep(self.seconds)
+        return super().train(units, nodes)
+
+
+class RaisingJob(CounterJob):
+    def train(self, units: int, nodes: int) -> float:
+        raise RuntimeError("diverged")
+
+
+class NaNJob(CounterJob):
+    def train(self, units: int, nodes: int) -> float:
+        return math.nan

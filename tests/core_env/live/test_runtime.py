@@ -1,0 +1,159 @@
+"""The live runtime: jobs, state moves, faults (core_env/live/{jobs,runtime}.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from core_env.live import (JobSpec, LocalRuntime, SlotTask, TrainingJob, job_class, make_job,
+                           run_serial)
+
+COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
+SLEEP = "tests.core_env.live.jobs_for_tests:SleepJob"
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    with LocalRuntime(3, time_limit=30.0) as rt:
+        yield rt
+
+
+# --------------------------------------------------------------------------- jobs
+def test_job_spec_and_kind_errors():
+    with pytest.raises(ValueError, match="kind"):
+        JobSpec("")
+    with pytest.raises(ValueError, match="seed"):
+        JobSpec("mlp-digits", seed=-1)
+    with pytest.raises(ValueError, match="expected one of"):
+        job_class("resnet")
+    with pytest.raises(ValueError, match="cannot import"):
+        job_class("no_such_module:Job")
+    with pytest.raises(ValueError, match="has no"):
+        job_class("json:JSONDecoder")
+    with pytest.raises(ValueError, match="variant"):
+        make_job(JobSpec("mlp-digits", {"width": 3}))
+    with pytest.raises(ValueError, match="lr_scaling"):
+        make_job(JobSpec("mlp-digits", {"lr_scaling": "cubic"}))
+
+
+def test_mlp_digits_learns_and_k_nodes_see_k_times_the_samples():
+    sk = pytest.importorskip("sklearn")
+    assert sk
+    job = make_job(JobSpec("mlp-digits", seed=0))
+    assert isinstance(job, TrainingJob)
+    first = job.loss()
+    losses = [job.train(2, 1) for _ in range(5)]
+    assert losses[-1] < 0.5 * first  # ln 10 = 2.3 at the start
+    two = make_job(JobSpec("mlp-digits", seed=0))
+    two.train(2, 4)
+    assert two.samples == 4 * job.samples / 5  # 4 nodes: 4x the samples of one slot
+
+
+def test_mlp_digits_save_and_load_continue_exactly():
+    pytest.importorskip("sklearn")
+    a = make_job(JobSpec("mlp-digits", {"hidden": 16}, seed=3))
+    a.train(1, 2)
+    blob = a.save()
+    b = make_job(JobSpec("mlp-digits", {"hidden": 16}, seed=3))
+    b.load(blob)
+    assert a.train(2, 1) == b.train(2, 1)
+    assert a.save() == b.save()
+
+
+# ------------------------------------------------------------------------ runtime
+def test_a_slot_gives_what_training_in_process_gives(runtime):
+    pytest.importorskip("sklearn")
+    spec = JobSpec("mlp-digits", {"hidden": 16}, seed=5)
+    want = run_serial(spec, [(1, 1), (1, 2), (2, 1)])
+    state, got = None, []
+    for (units, k), nodes in zip([(1, 1), (1, 2), (2, 1)], [(0,), (1, 2), (2,)]):
+        res = runtime.run_slot({"t": SlotTask(spec, state, units, nodes)})["t"]
+        assert res.error is None and res.node == min(nodes) and res.state_bytes > 0
+        state = res.state
+        got.append(res.loss)
+    assert got == want  # moved between workers 0 -> 1 -> 2: exactly the same run
+
+
+def test_tasks_run_in_parallel_on_their_own_workers(runtime):
+    tasks = {j: SlotTask(JobSpec(COUNTER, seed=j), None, 2, (j,)) for j in range(3)}
+    out = runtime.run_slot(tasks)
+    for j in range(3):
+        assert out[j].loss == 1.0 / (1.0 + 2 + j)
+        state = json.loads(out[j].state)
+        assert state["pid"] == runtime.pid(j) and state["threads"] == "1"
+
+
+def test_bad_assignments_are_refused(runtime):
+    spec = JobSpec(COUNTER)
+    with pytest.raises(ValueError, match="both"):
+        runtime.run_slot({"a": SlotTask(spec, None, 1, (0,)), "b": SlotTask(spec, None, 1,
+                                                                            (0, 1))})
+    with pytest.raises(ValueError, match="does not exist"):
+        runtime.run_slot({"a": SlotTask(spec, None, 1, (7,))})
+    with pytest.raises(ValueError, match="at least one node"):
+        runtime.run_slot({"a": SlotTask(spec, None, 1, ())})
+    with pytest.raises(ValueError, match="units"):
+        runtime.run_slot({"a": SlotTask(spec, None, 0, (0,))})
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("tests.core_env.live.jobs_for_tests:RaisingJob", "job raised RuntimeError: diverged"),
+    ("tests.core_env.live.jobs_for_tests:NaNJob", "non-finite loss"),
+])
+def test_a_failing_job_is_reported_and_keeps_its_state(runtime, kind, message):
+    before = b'{"work": 3.0, "seed": 0, "pid": 0}'
+    res = runtime.run_slot({"a": SlotTask(JobSpec(kind), before, 1, (0,)),
+                            "b": SlotTask(JobSpec(COUNTER), None, 1, (1,))})
+    assert message in res["a"].error and np.isnan(res["a"].loss)
+    assert res["a"].state == before  # not advanced
+    assert res["b"].error is None  # the others go on
+    assert runtime.alive == [True, True, True]
+
+
+def test_a_sigkilled_worker_loses_only_the_slot_in_flight():
+    with LocalRuntime(2, time_limit=30.0) as rt:
+        spec = JobSpec(COUNTER)
+        first = rt.run_slot({"a": SlotTask(spec, None, 3, (1,))})["a"]
+        slow = JobSpec(SLEEP, {"seconds": 5.0})
+        killer = threading.Timer(0.5, os.kill, (rt.pid(1), signal.SIGKILL))
+        killer.start()
+        t0 = time.perf_counter()
+        res = rt.run_slot({"a": SlotTask(slow, first.state, 1, (1,)),
+                           "b": SlotTask(spec, None, 1, (0,))})
+        assert time.perf_counter() - t0 < 4.0  # detected, not waited out
+        assert res["a"].error == "worker died" and res["a"].state == first.state
+        assert res["b"].error is None
+        assert rt.alive == [True, False]
+        with pytest.raises(ValueError, match="dead"):
+            rt.run_slot({"a": SlotTask(spec, first.state, 1, (1,))})
+        # the task resumes from its last end-of-slot state on another node
+        moved = rt.run_slot({"a": SlotTask(spec, res["a"].state, 1, (0,))})["a"]
+        assert json.loads(moved.state)["work"] == 4.0
+        rt.restart(1)
+        assert rt.alive == [True, True] and rt.restarts == 1
+        assert rt.run_slot({"a": SlotTask(spec, moved.state, 1, (1,))})["a"].loss == 1 / 6
+
+
+def test_a_slot_over_its_time_limit_is_stopped():
+    with LocalRuntime(1, time_limit=1.0) as rt:
+        t0 = time.perf_counter()
+        res = rt.run_slot({"a": SlotTask(JobSpec(SLEEP, {"seconds": 10.0}), None, 1,
+                                         (0,))})["a"]
+        assert time.perf_counter() - t0 < 5.0
+        assert "time limit" in res.error and rt.restarts == 1 and rt.alive == [True]
+        assert rt.run_slot({"a": SlotTask(JobSpec(COUNTER), None, 1, (0,))})["a"].loss == 0.5
+
+
+def test_workers_stop_with_close():
+    rt = LocalRuntime(1)
+    pid = rt.pid(0)
+    rt.close()
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
