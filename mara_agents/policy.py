@@ -34,8 +34,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")
+"""The schedulers a user would pick instead of MARA (docs/baselines.md, "Peer schedulers")."""
+
 BASELINES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_predicted",
-             "lara", "oracle_greedy")
+             "las", "successive_halving", "optimus", "slaq", "lara", "laira", "oracle_greedy")
 """The baseline schedulers of :mod:`mara_agents.baselines`, in the order of the tables."""
 
 MARA = "mara"

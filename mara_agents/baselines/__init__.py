@@ -1,4 +1,5 @@
-"""Baseline schedulers (SPEC §5): heuristics, LARA and the oracle-informed greedy reference.
+"""Baseline schedulers (SPEC §5): heuristics, the peer schedulers (Tiresias LAS, successive
+halving, Optimus, SLAQ, LaiRA), LARA and the oracle-informed greedy reference.
 
 Every baseline implements :class:`mara_agents.policy.Policy` and decides all nodes centrally,
 so it never emits a masked action or a capacity conflict. Build one with
@@ -10,21 +11,28 @@ from __future__ import annotations
 
 from mara_agents.baselines.common import (CentralPolicy, ClusterView, ObservationDecoder,
                                           SlotTracker, assign_nodes, fill_by_priority)
+from mara_agents.baselines.halving import SuccessiveHalvingPolicy
 from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy,
                                               RandomPolicy, RoundRobinPolicy,
                                               ShortestPredictedPolicy)
+from mara_agents.baselines.laira import LaiRAPolicy
 from mara_agents.baselines.lara import LARAParams, LARAPolicy, largest_remainder, moore_hodgson
+from mara_agents.baselines.las import LASPolicy
+from mara_agents.baselines.optimus import OptimusPolicy
 from mara_agents.baselines.oracle import OracleGreedyPolicy
+from mara_agents.baselines.slaq import SLAQPolicy
 
-BY_NAME = {cls.name: cls for cls in (RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy,
-                                     LeastLaxityPolicy, ShortestPredictedPolicy, LARAPolicy,
-                                     OracleGreedyPolicy)}
+BY_NAME = {cls.name: cls for cls in (
+    RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
+    ShortestPredictedPolicy, LASPolicy, SuccessiveHalvingPolicy, OptimusPolicy, SLAQPolicy,
+    LARAPolicy, LaiRAPolicy, OracleGreedyPolicy)}
 """Policy name -> class (the names of :data:`mara_agents.policy.BASELINES`)."""
 
 __all__ = [
     "BY_NAME",
     "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "LARAParams", "LARAPolicy",
-    "LeastLaxityPolicy", "ObservationDecoder", "OracleGreedyPolicy", "RandomPolicy",
-    "RoundRobinPolicy", "ShortestPredictedPolicy", "SlotTracker", "assign_nodes",
+    "LASPolicy", "LaiRAPolicy", "LeastLaxityPolicy", "ObservationDecoder", "OptimusPolicy",
+    "OracleGreedyPolicy", "RandomPolicy", "RoundRobinPolicy", "SLAQPolicy",
+    "ShortestPredictedPolicy", "SlotTracker", "SuccessiveHalvingPolicy", "assign_nodes",
     "fill_by_priority", "largest_remainder", "moore_hodgson",
 ]

@@ -7,8 +7,8 @@ respect the parallelism caps exactly (no masked action, no capacity conflict). T
 * :class:`ObservationDecoder` turns the normalised features into absolute quantities
   (slots, node-slots of work, whole nodes) using the environment's configuration and the
   named layout; :class:`ClusterView` is the result.
-* :class:`SlotTracker` counts each visible task's observations (slots it trained in),
-  detecting from the features when a slot's task changes.
+* :class:`~mara_agents.baselines.tracking.SlotTracker` (re-exported here) follows each
+  visible task: its observations, attained service, waiting time and loss history.
 * :func:`fill_by_priority` gives nodes to tasks in priority order, each up to its cap.
 * :func:`assign_nodes` turns per-slot node counts into node actions, keeping nodes on the
   task they trained last slot.
@@ -28,6 +28,8 @@ arrival             ``t - rint(age * w)`` (exact: t - a_j < d_j - a_j <= w)
 cap                 ``layout.capacity`` = ``rint(cap * N)`` = min(p_j, N)
 alpha               ``alpha`` (stored as is)
 work done           ``expm1(log_work * ln(1 + W))`` node-slots (0 = never trained)
+log gap             ``4 * loss_gap`` = ln(observed loss / target) (0 before the first
+                    observation; the clip at +-4 is never reached on the shipped presets)
 nodes last slot     ``rint(nodes_last * N)``
 node speed          ``speed * v_max`` (from each node's own observation)
 node's last slot    ``rint(last_slot * K) - 1`` (-1 = idle or its task left)
@@ -47,6 +49,7 @@ from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout
+from mara_agents.baselines.tracking import SlotTracker  # noqa: F401 (re-exported)
 
 FORECAST_COLUMNS = ("fc_mean", "fc_q10", "fc_q50", "fc_q90")
 
@@ -74,6 +77,8 @@ class ClusterView(NamedTuple):
         cap: int64[K], min(p_j, N) (0 if empty).
         alpha: float64[K], scaling exponent.
         work: float64[K], cumulative work done (node-slots of speed 1).
+        log_gap: float64[K], ln(latest observed loss / target) (0 before the first
+            observation and for empty slots; below 0 once the target is reached).
         nodes_last: int64[K], nodes that trained the task last slot.
         speeds: float64[N], node speeds.
         last_slot: int64[N], slot each node trained last slot if that task is still
@@ -90,6 +95,7 @@ class ClusterView(NamedTuple):
     cap: np.ndarray
     alpha: np.ndarray
     work: np.ndarray
+    log_gap: np.ndarray
     nodes_last: np.ndarray
     speeds: np.ndarray
     last_slot: np.ndarray
@@ -201,6 +207,7 @@ class ObservationDecoder:
             cap=np.where(present, lay.capacity(head), 0),
             alpha=np.where(present, table[:, col["alpha"]].astype(np.float64), 1.0),
             work=np.where(present, work, 0.0),
+            log_gap=np.where(present, 4.0 * table[:, col["loss_gap"]].astype(np.float64), 0.0),
             nodes_last=np.where(present, np.rint(table[:, col["nodes_last"]] * n), 0
                                 ).astype(np.int64),
             speeds=speeds, last_slot=last, masks=masks, table=table)
@@ -230,51 +237,6 @@ class ObservationDecoder:
         fc = view.table[:, self._col[column]].astype(np.float64)
         censored = view.present & (fc >= 1.0 - 1e-6)
         return np.where(view.present, fc * 2.0 * view.achievable, 0.0), censored
-
-
-class SlotTracker:
-    """Counts the observations (slots trained) of the task in each visible slot.
-
-    A slot's task is identified by its decoded (arrival, deadline, cap, alpha); when that
-    changes, or the slot empties, or the cumulative work goes down, the count restarts. A
-    task that trained last slot and is still visible has ``nodes_last > 0`` (the env zeroes
-    the column when it admits a new task into a slot), and that adds one observation.
-
-    Attributes:
-        count: int64[K] observations of each slot's task (0 for empty slots).
-        same_task: bool[K] whether the slot holds the same task as at the previous update.
-    """
-
-    def __init__(self, n_slots: int) -> None:
-        self.n_slots = n_slots
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything (call at the start of an episode)."""
-        k = self.n_slots
-        self.count = np.zeros(k, dtype=np.int64)
-        self.same_task = np.zeros(k, dtype=bool)
-        self._key = np.full((k, 4), np.nan)
-        self._work = np.zeros(k)
-        self._t = -1
-
-    def update(self, view: ClusterView) -> np.ndarray:
-        """Update the counts from a new view; returns int64[K] observations per slot.
-
-        Calling it twice on the same slot is harmless (the second call changes nothing).
-        """
-        if view.t == self._t:
-            return self.count
-        key = np.stack([view.arrival, view.deadline, view.cap, view.alpha], axis=1
-                       ).astype(np.float64)
-        same = view.present & np.all(key == self._key, axis=1) & (view.work >= self._work - 1e-6)
-        self.same_task = same
-        self.count = np.where(same, self.count, 0)
-        self.count += (view.present & (view.nodes_last > 0)).astype(np.int64)
-        self._key = np.where(view.present[:, None], key, np.nan)
-        self._work = view.work.copy()
-        self._t = view.t
-        return self.count
 
 
 def fill_by_priority(order: np.ndarray, caps: np.ndarray, total: int) -> np.ndarray:

@@ -8,7 +8,8 @@ seeds, :func:`compute` records
   families, targets, the true and the observed log-loss tables, node speeds);
 * for each of the policies random, EDF, LARA and oracle greedy, the episode's statistics
   (``info["episode"]``, floats exact) and the sha256 of its trajectory (node 0's observation
-  and every node's action at every step, and every reward);
+  and every node's action at every step, and every reward), and the same for the peer
+  schedulers (LAS, successive halving, Optimus, SLAQ, LaiRA) on CoRE-v0 and CoRE-Small-v0;
 * for the batched simulator at batch sizes 1, 7 and 64, each environment's first episode
   under random legal actions drawn from that environment's own generator (statistics and
   trajectory hash), which must not depend on the batch size, and the workloads of
@@ -70,6 +71,13 @@ CASES = (
 
 POLICIES = ("random", "edf", "lara", "oracle_greedy")
 """The policies whose episodes are fingerprinted (numpy-only: no torch, no BLAS)."""
+
+PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")
+"""The peer schedulers, fingerprinted on :data:`PEER_CASES` too (their curve fits and filters
+decide their actions)."""
+
+PEER_CASES = ("CoRE-v0", "CoRE-Small-v0")
+"""The cases whose episodes are also fingerprinted with :data:`PEERS`."""
 
 BATCH_SIZES = (1, 7, 64)
 BATCH_CASE = Case("batched", "CoRE-v0", {"arrival_slots": 60}, tuple(range(64)))
@@ -147,7 +155,7 @@ def compute() -> dict[str, Any]:
         for seed in case.seeds:
             entry: dict[str, Any] = {
                 "workload": workload_hash(generate_workload(cfg, np.random.default_rng(seed)))}
-            for name in POLICIES:
+            for name in POLICIES + (PEERS if case.name in PEER_CASES else ()):
                 entry[name] = _episode(case, name, seed)
             cases[f"{case.name}/seed{seed}"] = entry
     cfg = make_config(BATCH_CASE.preset, **BATCH_CASE.overrides)

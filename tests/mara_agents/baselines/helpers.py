@@ -29,7 +29,8 @@ def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
         t: current slot.
         tasks: slot -> task description with keys ``left`` (slots to the deadline),
             ``age``, ``cap``, ``alpha`` (default 1), ``work`` (default 0), ``nodes_last``
-            (default 0) and, for wrapped envs, ``remaining`` (forecast remaining work,
+            (default 0), ``gap`` (ln(observed loss / target), default 0) and, for wrapped
+            envs, ``remaining`` (forecast remaining work,
             written into every ``fc_*`` quantile column; default 0).
         last_slot: per node, the slot it trained last slot (-1 = none).
     """
@@ -52,6 +53,7 @@ def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
         row[col["alpha"]] = alpha
         row[col["log_work"]] = math.log1p(d.get("work", 0.0)) / math.log1p(WORK_MAX)
         row[col["nodes_last"]] = d.get("nodes_last", 0) / n
+        row[col["loss_gap"]] = d.get("gap", 0.0) / 4.0
         if "fc_q50" in names:
             achievable = min(cap, n) ** alpha * 1.0 * left
             fc = min(d.get("remaining", 0.0) / achievable, 2.0) / 2.0
