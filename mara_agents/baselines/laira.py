@@ -172,7 +172,7 @@ class LaiRAPolicy(CentralPolicy):
                              f"{deadline_margin!r}")
         self.z, self.beta, self.share, self.deadline_margin = z, beta, share, deadline_margin
         self.filter_args = (q, r, prior_slope, prior_slope_sd, prior_curvature_sd)
-        self.tracker = SlotTracker(self.decoder.layout.n_slots)
+        self.tracker = SlotTracker(self.decoder.layout.n_slots, history=True)
 
     def reset_state(self) -> None:
         k = self.decoder.layout.n_slots

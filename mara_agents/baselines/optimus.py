@@ -115,7 +115,7 @@ class OptimusPolicy(CentralPolicy):
                              f"{default_remaining!r}")
         self.min_points, self.default_remaining = min_points, float(default_remaining)
         self.deadline_aware = bool(deadline_aware)
-        self.tracker = SlotTracker(self.decoder.layout.n_slots)
+        self.tracker = SlotTracker(self.decoder.layout.n_slots, history=True)
 
     def reset_state(self) -> None:
         k = self.decoder.layout.n_slots

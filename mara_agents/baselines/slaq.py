@@ -87,7 +87,7 @@ class SLAQPolicy(CentralPolicy):
         if not (isinstance(decay, (int, float)) and math.isfinite(decay) and 0 < decay <= 1):
             raise ValueError(f"decay: expected a number in (0, 1], got {decay!r}")
         self.min_points, self.decay = min_points, float(decay)
-        self.tracker = SlotTracker(self.decoder.layout.n_slots)
+        self.tracker = SlotTracker(self.decoder.layout.n_slots, history=True)
 
     def reset_state(self) -> None:
         k = self.decoder.layout.n_slots

@@ -26,10 +26,16 @@ class SlotTracker:
             over its observations: Tiresias's two-dimensional attained service).
         waiting: int64[K] slots since the task last trained (since it became visible if it
             never has).
+
+    Args:
+        n_slots: K.
+        history: also keep every task's (work, log gap) observations (:meth:`history`; the
+            policies that fit loss curves ask for it).
     """
 
-    def __init__(self, n_slots: int) -> None:
+    def __init__(self, n_slots: int, history: bool = False) -> None:
         self.n_slots = n_slots
+        self.record = bool(history)
         self.reset()
 
     def reset(self) -> None:
@@ -62,11 +68,12 @@ class SlotTracker:
                                                                       0)
         self.waiting = np.where(trained | ~view.present, 0,
                                 np.where(same, self.waiting, 0) + 1)
-        for j in range(self.n_slots):
-            if not same[j]:
-                self._hist[j] = []
-            if trained[j]:
-                self._hist[j].append((float(view.work[j]), float(view.log_gap[j])))
+        if self.record:
+            for j in np.flatnonzero(~same | trained):
+                if not same[j]:
+                    self._hist[j] = []
+                if trained[j]:
+                    self._hist[j].append((float(view.work[j]), float(view.log_gap[j])))
         self._key = np.where(view.present[:, None], key, np.nan)
         self._work = view.work.copy()
         self._t = view.t
@@ -74,7 +81,14 @@ class SlotTracker:
 
     def history(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """(work, log gap) float64[n] of the n observations of the task in ``slot``: its
-        cumulative work and ln(observed loss / target) after each slot it trained."""
+        cumulative work and ln(observed loss / target) after each slot it trained.
+
+        Raises:
+            ValueError: the tracker was made without ``history=True``.
+        """
+        if not self.record:
+            raise ValueError("history: this SlotTracker keeps no history; make it with "
+                             "SlotTracker(n_slots, history=True)")
         h = self._hist[slot]
         if not h:
             return np.zeros(0), np.zeros(0)

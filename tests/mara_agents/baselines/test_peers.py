@@ -35,7 +35,7 @@ def _act(pol, env, t, tasks, last_slot=None):
 def test_slot_tracker_counts_attained_service_waiting_and_history():
     env = small_env()
     dec = ObservationDecoder.from_env(env)
-    tr = SlotTracker(4)
+    tr = SlotTracker(4, history=True)
     tr.update(dec.decode(make_observations(env, 0, {0: _task(0, 0, 20, 2)})))
     assert tr.attained[0] == 0 and tr.waiting[0] == 1
     tr.update(dec.decode(make_observations(env, 1, {0: _task(0, 1, 20, 2, nodes_last=2,
@@ -51,6 +51,37 @@ def test_slot_tracker_counts_attained_service_waiting_and_history():
     # a new task in the slot starts from nothing
     tr.update(dec.decode(make_observations(env, 4, {0: _task(4, 4, 30, 1)})))
     assert tr.attained[0] == 0 and tr.history(0)[0].size == 0
+
+
+def test_slot_tracker_keeps_history_only_when_asked():
+    env = small_env()
+    dec = ObservationDecoder.from_env(env)
+    tr = SlotTracker(4)
+    tr.update(dec.decode(make_observations(env, 1, {0: _task(0, 1, 20, 2, nodes_last=1,
+                                                             work=1.0, gap=0.5)})))
+    assert tr.count[0] == 1
+    with pytest.raises(ValueError, match="history=True"):
+        tr.history(0)
+
+
+def test_decoded_log_gap_is_the_simulators_loss_over_target():
+    import core_env
+
+    env = core_env.parallel_env(preset="CoRE-Small-v0")
+    dec = ObservationDecoder.from_env(env)
+    obs, _ = env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    seen = 0
+    while env.agents:
+        view, sim = dec.decode(obs), env.unwrapped.sim
+        obs_ok = view.present & (sim.slot_n_obs[0] > 0)
+        want = (sim.slot_log_loss[0] - sim.slot_log_target[0]).astype(np.float64)
+        np.testing.assert_allclose(view.log_gap[obs_ok], want[obs_ok], atol=1e-5)
+        assert np.all(view.log_gap[~obs_ok] == 0.0)
+        seen += int(obs_ok.sum())
+        obs, *_ = env.step({a: int(rng.choice(np.flatnonzero(obs[a]["action_mask"])))
+                            for a in env.agents})
+    assert seen > 10
 
 
 # ----------------------------------------------------------------------------- LAS
