@@ -89,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     fc.add_argument("--cases", type=_whole(10), default=2000, help="cases per mix and prefix")
     fc.add_argument("--seed", type=_whole(0), default=12345, help="seed of the cases")
     fc.add_argument("--no-fm", action="store_true", help="skip the flow-matching forecaster")
+    fc.add_argument("--fm-checkpoint", type=Path, action="append", default=[],
+                    help="also evaluate this FM checkpoint (named fm:<file stem>; repeatable)")
     fc.add_argument("--out", type=Path, default=Path("results/forecast"),
                     help="results folder")
     speed = command("speed", "PettingZoo env vs batched simulator throughput")
@@ -116,6 +118,20 @@ def _parser() -> argparse.ArgumentParser:
     ck.add_argument("--seed-offset", type=_whole(0), default=100, help="the first seed")
     ck.add_argument("--workers", type=_whole(1), default=2, help="local processes")
     ck.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    lv = command("live", "policies on real training jobs (live mode) beside the replayed "
+                         "simulator: the sim-to-real gap")
+    lv.add_argument("--preset", choices=("Live-Small-v0", "Live-v0"), default="Live-Small-v0",
+                    help="live preset id")
+    lv.add_argument("--policies", nargs="+", type=_policy, default=None,
+                    help="policies (built-in names or package.module:Factory specs; default: "
+                         "lara edf mara on Live-v0, lara edf successive_halving on "
+                         "Live-Small-v0, whose layout the shipped MARA cannot run)")
+    lv.add_argument("--seeds", type=_whole(1), default=10, help="number of seeds")
+    lv.add_argument("--seed-offset", type=_whole(0), default=0, help="the first seed")
+    lv.add_argument("--reference", type=_policy, default="lara",
+                    help="the policy the others are paired against")
+    lv.add_argument("--out", type=Path, default=Path("results/live"),
+                    help="results folder; rerun to resume")
     soak = command("soak", "1M env steps + 100k batched steps: memory and errors")
     soak.add_argument("--preset", type=_preset, default="CoRE-v0", help="preset id")
     soak.add_argument("--env-steps", type=_whole(1), default=1_000_000,
@@ -178,9 +194,16 @@ def _run(args: argparse.Namespace) -> int:
                         args.seed_offset, args.workers, args.backend, args.ray_address,
                         reference=args.reference))
         print(f"results in {out}/")
+    elif args.suite == "live":
+        from benchmarks import live
+        rows = live.run(args.preset, args.policies or live.DEFAULT_POLICIES[args.preset],
+                        range(args.seed_offset, args.seed_offset + args.seeds), args.out)
+        print(live.write(rows, args.out, args.reference))
+        print(f"results in {args.out}/")
     elif args.suite == "forecast":
         from benchmarks import forecast as fc_suite
-        res = fc_suite.run(args.cases, args.seed, include_fm=not args.no_fm)
+        res = fc_suite.run(args.cases, args.seed, include_fm=not args.no_fm,
+                           fm_checkpoints=args.fm_checkpoint)
         fc_suite.write(res, args.out)
         print(fc_suite.format_table(res))
         print(f"results in {args.out}/")

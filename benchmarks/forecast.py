@@ -25,6 +25,7 @@ import io
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,22 @@ MIXES = ("train", "held-out", "real-held-out")
 METRICS = ("n", "median_rel", "mean_rel", "median_abs_log", "coverage", "ratio_vs_wls")
 
 
-def forecasters(include_fm: bool = True) -> dict[str, Any]:
-    """The forecasters compared (oracle tables are attached per case set)."""
+def forecasters(include_fm: bool = True, fm_checkpoints: Sequence[str | Path] = ()
+                ) -> dict[str, Any]:
+    """The forecasters compared (oracle tables are attached per case set): WLS, the naive
+    anchor, the shipped FM and any FM checkpoints given (named ``fm:<file stem>``)."""
     from mara_agents.forecast.registry import make_forecaster
 
     out: dict[str, Any] = {"wls": make_forecaster("wls"), "naive": naive_slope_forecaster()}
     if include_fm:
         out["fm"] = make_forecaster("fm")  # torch only when needed
+    for path in fm_checkpoints:
+        from mara_agents.forecast.forecaster import FlowMatchingForecaster
+
+        name = f"fm:{Path(path).stem}"
+        if name in out:
+            raise ValueError(f"fm checkpoint {path}: a second checkpoint named {name!r}")
+        out[name] = FlowMatchingForecaster.load(path)
     return out
 
 
@@ -105,9 +115,9 @@ def predict_time_ms(f: Any, cases: Any, n_tasks: int = 64, repeats: int = 15) ->
 
 
 def run(n_cases: int = 2000, seed: int = 12345, include_fm: bool = True,
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, fm_checkpoints: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Run the suite; returns a JSON-able dict of results with the settings."""
-    fcs = forecasters(include_fm)
+    fcs = forecasters(include_fm, fm_checkpoints)
     rows: list[dict[str, Any]] = []
     timing: dict[str, float] = {}
     plan = [(mix, p) for mix in MIXES for p in PREFIXES]
@@ -169,11 +179,11 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [markdown_table(header, body, title=(
         f"Remaining-work forecast error (seed {result['seed']}, "
         f"{result['cases_per_set']} cases per mix and prefix)")).rstrip("\n")]
-    if "fm" in names:
-        lines += ["", "FM / WLS median relative error: "
-                  + ", ".join(f"{g} {p:.0%}: {by[('fm', g, p)]['ratio_vs_wls']:.2f}"
+    for fm in (n for n in names if n.split(":")[0] == "fm"):
+        lines += ["", f"{fm} / WLS median relative error: "
+                  + ", ".join(f"{g} {p:.0%}: {by[(fm, g, p)]['ratio_vs_wls']:.2f}"
                               for g in GROUPS for p in result["prefixes"]
-                              if ("fm", g, p) in by)]
+                              if (fm, g, p) in by)]
     t = result.get("predict_ms_64_tasks", {})
     if t:
         lines += ["", "predict() for 64 tasks, median ms on one thread: "

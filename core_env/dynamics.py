@@ -9,7 +9,8 @@ the batched simulator all call :func:`step`. Resolution order inside a step:
 3. a node that trained a different task last slot delivers (1 - c) of its work (``switches``
    counts such node-slots whatever c is);
 4. a task trained by k nodes gains ``sum(speeds * switch factors) * k**(alpha - 1)``;
-5. its observed loss is read off its noise path at the new cumulative work;
+5. its observed loss is read off its noise path at the new cumulative work (or, in live
+   mode, comes from really training the job: a ``loss_hook``, see :class:`TrainedSlots`);
 6. tasks whose observed loss <= target succeed (reward +1 each) and free their slots;
 7. time advances; unfinished tasks (visible or queued) whose deadline has come expire;
 8. arrivals of the new slot join the FIFO queue; free slots fill in arrival order.
@@ -21,6 +22,7 @@ Phi the sum of the visible tasks' log-progress and Phi := 0 at the end of an epi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -50,6 +52,24 @@ class StepParams:
         return cls(n_nodes=cfg.cluster.n_nodes, n_slots=cfg.cluster.max_visible_tasks,
                    switch_cost=cfg.cluster.switch_cost, beta=cfg.reward.shaping_beta,
                    arrival_slots=cfg.workload.arrival_slots, max_steps=cfg.max_steps)
+
+
+OBSERVED, LOST, FAILED = 0, 1, 2
+"""Outcomes a ``loss_hook`` reports per trained task: the loss was observed; the slot's work
+was lost (e.g. its worker died: no progress, no observation, the task stays); the task
+failed (its job raised or diverged: it leaves its slot and counts as expired)."""
+
+
+class TrainedSlots(NamedTuple):
+    """The tasks that train this step, as a ``loss_hook`` of :func:`step` receives them
+    (one entry per trained task, in the order of the flat [B, K] slot index)."""
+
+    rows: np.ndarray  # int64[T], environment of each task
+    slots: np.ndarray  # int64[T], its visible slot
+    tasks: np.ndarray  # int64[T], its task-table row
+    nodes: np.ndarray  # int64[T], how many nodes train it
+    work: np.ndarray  # float32[T], its cumulative work after this step (the model's)
+    actions: np.ndarray  # int64[B, N], the joint action after steps 1-2 (0 = idle)
 
 
 class StepResult(NamedTuple):
@@ -173,13 +193,20 @@ def _admit(s: BatchState) -> None:
         arr[b, slot] = 0
 
 
-def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
+def step(s: BatchState, actions: np.ndarray, p: StepParams,
+         loss_hook: Callable[[TrainedSlots], tuple[np.ndarray, np.ndarray]] | None = None
+         ) -> StepResult:
     """Advance every environment of the batch by one slot, in place.
 
     Args:
         s: the batch state.
         actions: int[B, N], validated to lie in [0, K].
         p: constants of the dynamics.
+        loss_hook: where observed losses come from instead of the workload's noise paths
+            (live mode): called once with the :class:`TrainedSlots`, it returns
+            ``(log_loss, outcome)``, float64[T] ln loss and int[T] :data:`OBSERVED` /
+            :data:`LOST` / :data:`FAILED` per task (``log_loss`` is ignored where the
+            outcome is not OBSERVED).
 
     Returns:
         The :class:`StepResult`. Environments that finished are left in their final state;
@@ -222,19 +249,32 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     alpha = s.slot_alpha.ravel()[ti].astype(np.float64)
     gain = speed_sum[tb, tk] * pmath.exp((alpha - 1.0) * pmath.log_whole(cnt))  # cnt**(alpha-1)
     work = (s.slot_work.ravel()[ti] + gain).astype(np.float32)
+    task = s.slot_task.ravel()[ti]
+    trained_ti, trained_cnt = ti, cnt
+    failed_ti = ti[:0]
+    if loss_hook is not None:  # live mode: the losses come from real training
+        hook_ll, outcome = loss_hook(TrainedSlots(tb, tk, task, cnt, work, a))
+        outcome = np.asarray(outcome)
+        failed_ti = ti[outcome == FAILED]
+        keep = outcome == OBSERVED
+        tb, tk, ti, cnt = tb[keep], tk[keep], ti[keep], cnt[keep]
+        work, task = work[keep], task[keep]
+        hook_ll = np.asarray(hook_ll, dtype=np.float64)[keep]
     s.slot_work.ravel()[ti] = work
     s.slot_log1p_work.ravel()[ti] = pmath.log1p(work)
     # 5. observed loss at the new cumulative work
     log_work = pmath.log(work).astype(np.float32)
-    x = (log_work.astype(np.float64) - LOG_WORK_GRID[0]) * (1.0 / GRID_STEP)
-    x = np.minimum(np.maximum(x, 0.0), GRID_SIZE - 1.0)
-    i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
-    frac = x - i0
-    task = s.slot_task.ravel()[ti]
-    gi = (tb * s.w_log_loss.shape[1] + task) * GRID_SIZE + i0
-    table = s.w_log_loss.ravel()
-    lo = table[gi].astype(np.float64)
-    ll = lo + (table[gi + 1] - lo) * frac  # float64
+    if loss_hook is None:
+        x = (log_work.astype(np.float64) - LOG_WORK_GRID[0]) * (1.0 / GRID_STEP)
+        x = np.minimum(np.maximum(x, 0.0), GRID_SIZE - 1.0)
+        i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
+        frac = x - i0
+        gi = (tb * s.w_log_loss.shape[1] + task) * GRID_SIZE + i0
+        table = s.w_log_loss.ravel()
+        lo = table[gi].astype(np.float64)
+        ll = lo + (table[gi + 1] - lo) * frac  # float64
+    else:
+        ll = hook_ll
     n_obs = s.slot_n_obs.ravel()[ti]
     first = np.where(n_obs == 0, ll, s.slot_first_log_loss.ravel()[ti])
     r = SLOPE_LAG + 1
@@ -263,9 +303,15 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams) -> StepResult:
     s.slot_psi.ravel()[si] = 0.0
     successes = np.bincount(sb, minlength=bsz)
     s.completed += successes
+    if failed_ti.size:  # failed jobs leave their slots and count as expired
+        fb = failed_ti // k
+        s.status[fb, s.slot_task.ravel()[failed_ti]] = EXPIRED
+        s.slot_task.ravel()[failed_ti] = -1
+        s.slot_psi.ravel()[failed_ti] = 0.0
+        np.add.at(s.expired, fb, 1)
     # bookkeeping for the next observation
     s.slot_nodes_last.fill(0)
-    s.slot_nodes_last.ravel()[ti] = cnt
+    s.slot_nodes_last.ravel()[trained_ti] = trained_cnt
     s.last_task[:] = task_of
     s.illegal += illegal.sum(axis=1)
     s.conflicts += over.sum(axis=1)

@@ -30,8 +30,32 @@ def make_aec(preset: str, **overrides: Any):
     return aec_env(CoreSchedulerEnv(preset=preset, **overrides))
 
 
+def make_live_parallel(preset: str, **overrides: Any):
+    """Entry point of the live presets in the PettingZoo parallel registry."""
+    from core_env.live.env import LiveSchedulerEnv
+
+    return LiveSchedulerEnv(preset=preset, **overrides)
+
+
+def make_live_aec(preset: str, **overrides: Any):
+    """Entry point of the live presets in the PettingZoo AEC registry."""
+    return aec_env(make_live_parallel(preset, **overrides))
+
+
+LIVE_PRESET_IDS = ("Live-Small-v0", "Live-v0")
+"""The live presets (:mod:`core_env.live.presets`), registered for PettingZoo only."""
+
+
 def register_presets() -> None:
     """Register every preset (idempotent)."""
+    for preset in LIVE_PRESET_IDS:
+        env_id = f"{NAMESPACE}/{preset}"
+        if env_id not in pettingzoo.parallel_registry:
+            pettingzoo.register("parallel", env_id, entry_point=make_live_parallel,
+                                kwargs={"preset": preset})
+        if env_id not in pettingzoo.aec_registry:
+            pettingzoo.register("aec", env_id, entry_point=make_live_aec,
+                                kwargs={"preset": preset})
     for preset in PRESETS:
         env_id = f"{NAMESPACE}/{preset}"
         if env_id not in pettingzoo.parallel_registry:

@@ -74,9 +74,10 @@ class _Draw(NamedTuple):
     curves: CurveParams
 
 
-def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
+def draw_arrivals(cfg: CoreConfig, rng: np.random.Generator) -> np.ndarray:
+    """int64[M] arrival slots of one episode, sorted (Poisson counts per slot, or the
+    trace's window and thinning)."""
     w = cfg.workload
-    speeds = node_speeds(cfg, rng)
     if w.arrivals == "poisson":
         counts = rng.poisson(w.arrival_rate, size=w.arrival_slots)
         arrival = np.repeat(np.arange(w.arrival_slots, dtype=np.int64), counts)
@@ -85,16 +86,42 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     m = int(arrival.shape[0])
     if m > w.max_tasks:  # probability < 1e-20 by construction of max_tasks
         raise RuntimeError(f"{m} arrivals exceed the task table capacity {w.max_tasks}")
-    u = rng.random((m, 4))
+    return arrival
+
+
+def draw_tasks(cfg: CoreConfig, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's required work s* (log-uniform), parallelism cap and deadline slack from
+    uniforms ``u[:, 0]``, ``u[:, 1]`` and ``u[:, 3]`` (``u[:, 2]`` is the scaling exponent's).
+
+    Returns:
+        ``(s_star, cap, slack)``.
+    """
+    w = cfg.workload
     lo, hi = pmath.log(w.required_work[0]), pmath.log(w.required_work[1])
     s_star = pmath.exp(lo + (hi - lo) * u[:, 0])
     choices = np.asarray(w.parallelism_choices, dtype=np.int64)
     cap = choices[(u[:, 1] * len(choices)).astype(np.int64)]
-    alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
     slack = w.deadline_slack[0] + (w.deadline_slack[1] - w.deadline_slack[0]) * u[:, 3]
+    return s_star, cap, slack
+
+
+def deadline_windows(cfg: CoreConfig, s_star: np.ndarray, cap: np.ndarray, alpha: np.ndarray,
+                     slack: np.ndarray) -> np.ndarray:
+    """int64[M] slots from arrival to deadline: slack times the slots s* takes at the
+    task's full (cluster-capped) parallelism, clipped to the configured window."""
     eff_cap = np.minimum(cap, cfg.cluster.n_nodes)
     window = np.ceil(slack * s_star / pmath.pow(eff_cap, alpha)).astype(np.int64)
-    window = np.clip(window, w.window[0], w.window[1])
+    return np.clip(window, cfg.workload.window[0], cfg.workload.window[1])
+
+
+def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
+    w = cfg.workload
+    speeds = node_speeds(cfg, rng)
+    arrival = draw_arrivals(cfg, rng)
+    u = rng.random((arrival.shape[0], 4))
+    s_star, cap, slack = draw_tasks(cfg, u)
+    alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
+    window = deadline_windows(cfg, s_star, cap, alpha, slack)
     return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
                  speeds=speeds, curves=draw_curve_params(rng, w.mix, s_star))
 

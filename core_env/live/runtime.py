@@ -8,7 +8,9 @@ nodes (a k-node task is one synchronous data-parallel step sequence with a k-tim
 batch, computed in one process: the same arithmetic), and returns each task's observed
 loss and new state. The driver keeps every state between slots, so a task that moves to
 other nodes is restored from it on the new worker, and a worker that dies loses at most the
-slot in flight.
+slot in flight. A worker also keeps the last few jobs it ran in memory (:data:`RESIDENT`):
+a task that stays on its node continues from that object, which is in exactly the state the
+driver holds, so only a move pays for restoring (``restore_seconds``).
 
 Faults and failures:
 
@@ -33,6 +35,7 @@ import os
 import time
 import traceback
 from collections.abc import Sequence
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator, NamedTuple
 
@@ -71,6 +74,8 @@ class SlotResult(NamedTuple):
         restore_seconds, save_seconds: the parts of it spent restoring and serialising.
         state_bytes: size of the new state.
         node: the worker that ran it.
+        train_cpu_seconds: CPU time of the worker process inside ``train`` alone (with more
+            workers than CPUs, ``seconds`` includes waiting for a CPU; this does not).
     """
 
     loss: float
@@ -81,12 +86,20 @@ class SlotResult(NamedTuple):
     save_seconds: float
     state_bytes: int
     node: int
+    train_cpu_seconds: float = 0.0
+
+
+RESIDENT = 8
+"""Jobs a worker keeps in memory (least recently used dropped first): a job that stays on its
+node continues from the object itself instead of being restored from its state."""
 
 
 def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
-    """Worker loop: say it is ready, then receive (spec, state, units, nodes) and reply with
-    the slot's outcome."""
+    """Worker loop: say it is ready, then receive (key, spec, state, units, nodes, reuse) and
+    reply with the slot's outcome. ``reuse``: continue the job it holds under ``key``;
+    otherwise build it and restore ``state`` (None: a fresh run)."""
     conn.send("ready")
+    resident: OrderedDict[Any, Any] = OrderedDict()
     while True:
         try:
             msg = conn.recv()
@@ -94,23 +107,38 @@ def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
             return
         if msg is None:
             return
-        spec, state, units, nodes = msg
-        t0 = time.perf_counter()
+        if msg[0] == "warm":  # build each job once: imports and data caches, off the clock
+            try:
+                for spec in msg[1]:
+                    make_job(spec)
+                reply_warm = None
+            except Exception as e:
+                reply_warm = traceback.format_exception_only(type(e), e)[-1].strip()
+            conn.send(("warm", reply_warm))
+            continue
+        key, spec, state, units, nodes, reuse = msg
+        t0, c1 = time.perf_counter(), 0.0
         try:
-            job = make_job(spec)
-            if state is not None:
-                job.load(state)
-            t1 = time.perf_counter()
+            job = resident.pop(key, None)
+            if not reuse:
+                job = make_job(spec)
+                if state is not None:
+                    job.load(state)
+            t1, c1 = time.perf_counter(), time.process_time()
             loss = float(job.train(units, nodes))
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.process_time()
             blob = job.save() if math.isfinite(loss) else None
             t3 = time.perf_counter()
             error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
-            reply = (loss, blob, error, t3 - t0, t1 - t0, t3 - t2)
+            reply = (loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1)
+            if error is None:
+                resident[key] = job
+                while len(resident) > RESIDENT:
+                    resident.popitem(last=False)
         except Exception as e:  # the job's own error: reported, not fatal
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
             reply = (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0,
-                     0.0)
+                     0.0, time.process_time() - c1 if c1 else 0.0)
         try:
             conn.send(reply)
         except (BrokenPipeError, OSError):
@@ -158,6 +186,11 @@ class LocalRuntime:
         self._conns: list[Any] = [None] * n_nodes
         self.alive = [False] * n_nodes
         self.restarts = 0
+        self._warm_specs: tuple[JobSpec, ...] = ()
+        # per node, the jobs its worker holds (key -> their spec and the state they are in),
+        # mirroring the worker's least-recently-used order
+        self._resident: list[OrderedDict[Any, tuple[JobSpec, bytes]]] = [
+            OrderedDict() for _ in range(n_nodes)]
         for i in range(n_nodes):
             self._start(i)
         for i in range(n_nodes):
@@ -180,6 +213,20 @@ class LocalRuntime:
         child.close()
         self._procs[i], self._conns[i], self.alive[i] = proc, parent, True
 
+    def warm(self, specs: Sequence[JobSpec]) -> None:
+        """Build each job of ``specs`` once on every live worker, so that imports and data
+        loading happen now and not inside a slot (a worker started later is warmed with the
+        same specs). A job that cannot be built here is left to fail in its slot."""
+        self._warm_specs = tuple(specs)
+        nodes = [i for i in range(self.n_nodes) if self.alive[i]]
+        for i in nodes:
+            self._conns[i].send(("warm", self._warm_specs))
+        for i in nodes:
+            if not self._conns[i].poll(STARTUP_SECONDS):
+                raise RuntimeError(f"node {i}: its worker did not warm up within "
+                                   f"{STARTUP_SECONDS:g} s")
+            self._conns[i].recv()
+
     def pid(self, node: int) -> int:
         """The process id of ``node``'s worker."""
         return int(self._procs[node].pid)
@@ -190,6 +237,10 @@ class LocalRuntime:
         self._start(node)
         self._await_ready(node)
         self.restarts += 1
+        if self._warm_specs:
+            self._conns[node].send(("warm", self._warm_specs))
+            if self._conns[node].poll(STARTUP_SECONDS):
+                self._conns[node].recv()
 
     def _stop(self, node: int) -> None:
         proc, conn = self._procs[node], self._conns[node]
@@ -199,6 +250,7 @@ class LocalRuntime:
             proc.kill()
             proc.join(5)
         self.alive[node] = False
+        self._resident[node].clear()
 
     def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
         """Run one slot of every task in ``tasks`` (task id -> :class:`SlotTask`) in
@@ -230,8 +282,13 @@ class LocalRuntime:
         pending = {}
         for key, task in tasks.items():
             node = leaders[key]
+            # the worker continues its own copy if it holds the job in exactly this state
+            # (a copy on another node, or from an earlier slot, is another state)
+            held = self._resident[node].pop(key, None)
+            reuse = held is not None and held[1] is task.state and held[0] == task.spec
             try:
-                self._conns[node].send((task.spec, task.state, task.units, len(task.nodes)))
+                self._conns[node].send((key, task.spec, None if reuse else task.state,
+                                        task.units, len(task.nodes), reuse))
                 pending[key] = node
             except (BrokenPipeError, OSError):
                 self.alive[node] = False
@@ -253,17 +310,22 @@ class LocalRuntime:
                 key = waiting[conn]
                 node = pending.pop(key)
                 try:
-                    loss, blob, error, secs, restore, save = conn.recv()
+                    loss, blob, error, secs, restore, save, cpu = conn.recv()
                 except (EOFError, OSError):
                     self._procs[node].join(1)
                     self.alive[node] = False
                     results[key] = self._failed(tasks[key], node, "worker died")
                     continue
                 if error is not None:
-                    results[key] = self._failed(tasks[key], node, error, secs)
+                    results[key] = self._failed(tasks[key], node, error, secs)._replace(
+                        train_cpu_seconds=cpu)
                 else:
                     results[key] = SlotResult(loss, blob, None, secs, restore, save,
-                                              len(blob), node)
+                                              len(blob), node, cpu)
+                    held = self._resident[node]
+                    held[key] = (tasks[key].spec, blob)
+                    while len(held) > RESIDENT:
+                        held.popitem(last=False)
         return results
 
     @staticmethod

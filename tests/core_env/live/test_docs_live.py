@@ -14,11 +14,17 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "live.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 
 
+def block(marker: str) -> str:
+    """The one code block of the docs that contains ``marker``."""
+    (found,) = [b for b in BLOCKS if marker in b]
+    return found
+
+
 def test_the_user_job_of_the_docs_runs_on_the_runtime(tmp_path, monkeypatch):
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "jobs.py").write_text(BLOCKS[0])
+    (pkg / "jobs.py").write_text(block("class Countdown"))
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned workers inherit sys.path
     spec = JobSpec("mypkg.jobs:Countdown", {"rate": 2.0})
     with LocalRuntime(2, time_limit=30.0) as rt:
@@ -26,10 +32,24 @@ def test_the_user_job_of_the_docs_runs_on_the_runtime(tmp_path, monkeypatch):
         b = rt.run_slot({"a": SlotTask(spec, a.state, 2, (1,))})["a"]
     assert a.error is None and b.error is None
     assert [a.loss, b.loss] == run_serial(spec, [(2, 2), (2, 1)]) == [0.25, 0.125]
+    scope = {"__name__": "docs_own_pilots"}  # and in the live env, through its pilots
+    exec(compile(block("make_pilots(["), str(DOC), "exec"), scope)
+    assert scope["pilots"].alpha.tolist() == [1.0, 1.0]
+    assert all(j.kind == "mypkg.jobs:Countdown" for j in scope["env"].live.jobs)
     sys.modules.pop("mypkg.jobs", None)
     sys.modules.pop("mypkg", None)
 
 
 def test_the_runtime_example_runs():
     pytest.importorskip("sklearn")
-    exec(compile(BLOCKS[1], str(DOC), "exec"), {"__name__": "docs_live"})
+    exec(compile(block("LocalRuntime(2"), str(DOC), "exec"), {"__name__": "docs_live"})
+
+
+def test_the_live_env_and_replay_examples_run(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block("env.record.save("), str(DOC), "exec"), {"__name__": "docs_env"})
+    assert (tmp_path / "episode.npz").is_file()
+    scope = {"__name__": "docs_replay"}
+    exec(compile(block("replay(LiveRecord.load"), str(DOC), "exec"), scope)
+    assert scope["sim"].agents

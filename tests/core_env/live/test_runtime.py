@@ -157,3 +157,24 @@ def test_workers_stop_with_close():
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_job_that_stays_continues_in_memory_and_a_fresh_run_starts_fresh():
+    with LocalRuntime(2, time_limit=30.0) as rt:
+        spec = JobSpec(COUNTER)
+        a = rt.run_slot({"a": SlotTask(spec, None, 2, (0,))})["a"]
+        pid = json.loads(a.state)["pid"]
+        stay = rt.run_slot({"a": SlotTask(spec, a.state, 1, (0,))})["a"]
+        assert stay.restore_seconds < a.seconds + 0.01 and stay.loss == 1 / 4
+        # a state the worker does not hold (here: an older one) is restored, not ignored
+        older = rt.run_slot({"a": SlotTask(spec, a.state, 1, (0,))})["a"]
+        assert older.loss == 1 / 4
+        # the same key with no state is a fresh run, even where the key's job is held
+        fresh = rt.run_slot({"a": SlotTask(spec, None, 1, (0,))})["a"]
+        assert fresh.loss == 1 / 2
+        # another spec under the same key and state is built, not the held job continued
+        other = rt.run_slot({"a": SlotTask(JobSpec(COUNTER, {"rate": 3.0}), fresh.state, 1,
+                                           (0,))})["a"]
+        assert other.loss == 1 / 5
+        moved = rt.run_slot({"a": SlotTask(spec, other.state, 1, (1,))})["a"]
+        assert json.loads(moved.state)["pid"] != pid and moved.loss == 1 / 6

@@ -1,0 +1,199 @@
+"""The ``live`` suite: policies scheduling real training jobs, beside the simulator's prediction.
+
+For each seed and policy, one episode of a live preset (:class:`core_env.live.
+LiveSchedulerEnv`: every task a real training run on the local runtime's workers), then the
+same policy on the replayed simulator (:func:`core_env.live.replay` with the tasks'
+reference curves: the simulator's model of the same jobs, arrivals, deadlines and targets).
+The sim-to-real gap of a policy is its live completion minus its simulated completion,
+paired by seed; policies are also paired against the reference policy (LARA) on the live runs.
+
+Per episode it stores the live and simulated statistics, the wall time, the time spent in
+``env.step`` (the runtime: real training, serialisation, transfer, the driver) and outside it
+(the policy's decisions and its forecasts), and the runtime's ``overhead_fraction``; every
+live episode's record is kept (``records/``), so a replay can be rerun or inspected.
+Episodes are written as they finish; rerunning resumes.
+
+    mara-bench live --preset Live-Small-v0 --seeds 10      # lara, edf, successive_halving
+    mara-bench live --preset Live-v0 --seeds 10            # lara, edf, mara
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import csv
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import markdown_table
+from benchmarks.stats import DIFFERENCE, RATE, mean_ci
+from benchmarks.store import write_atomic
+
+DEFAULT_POLICIES = {"Live-v0": ("lara", "edf", "mara"),
+                    "Live-Small-v0": ("lara", "edf", "successive_halving")}
+"""Policies per preset (the shipped MARA runs the 16-node, K=32 layout only)."""
+FIELDS = ("preset", "policy", "seed", "live", "sim", "gap", "completed", "arrived",
+          "episode_seconds", "step_seconds", "decision_seconds", "overhead_fraction",
+          "migrations", "migration_bytes", "failed", "lost_slots", "worker_deaths")
+
+
+class _Timed:
+    """A policy whose ``act`` time is summed (the decision time of an episode)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.seconds = policy, 0.0
+
+    def reset(self, seed: int | None = None) -> None:
+        self.policy.reset(seed)
+
+    def act(self, observations: dict) -> dict:
+        t0 = time.perf_counter()
+        try:
+            return self.policy.act(observations)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
+def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path
+             ) -> dict[str, Any]:
+    """One live episode and its replayed simulation; returns the stored row."""
+    from core_env import CoreSchedulerEnv
+    from core_env.live import LiveSchedulerEnv, replay
+    from mara_agents.policy import make_policy, run_episode
+
+    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime)
+    env, pol = make_policy(policy, live_env)
+    timed = _Timed(pol)
+    t0 = time.perf_counter()
+    stats = run_episode(env, timed, seed)
+    wall = time.perf_counter() - t0
+    record = live_env.record
+    record.save(records / f"{preset}_{policy.replace(':', '_')}_{seed}.npz")
+    cfg, wl = replay(record, "reference")
+    sim_env, sim_pol = make_policy(policy, CoreSchedulerEnv(cfg))
+    sim = run_episode(sim_env, sim_pol, seed, options={"workload": wl})
+    timing = live_env.episode_timing()
+    return {"preset": preset, "policy": policy, "seed": seed,
+            "live": stats["completion_rate"], "sim": sim["completion_rate"],
+            "gap": stats["completion_rate"] - sim["completion_rate"],
+            "completed": stats["completed"], "arrived": stats["arrived"],
+            "episode_seconds": wall, "step_seconds": timing["slot"],
+            "decision_seconds": timed.seconds,
+            "overhead_fraction": timing["overhead_fraction"],
+            **{k: stats[k] for k in ("migrations", "migration_bytes", "failed", "lost_slots",
+                                     "worker_deaths")}}
+
+
+def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
+        seeds: Sequence[int] = tuple(range(10)), out: Path = Path("results/live"),
+        progress: bool = True) -> list[dict[str, Any]]:
+    """Run (or resume) the suite; returns one row per (policy, seed)."""
+    from core_env.live import LocalRuntime, live_config
+
+    cfg = live_config(preset)
+    episodes, records = out / "episodes", out / "records"
+    episodes.mkdir(parents=True, exist_ok=True)
+    records.mkdir(parents=True, exist_ok=True)
+    todo = [(p, s) for s in seeds for p in policies]
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    runtime = None
+    try:
+        for i, (policy, seed) in enumerate(todo):
+            path = episodes / f"{preset}_{policy.replace(':', '_')}_{seed}.json"
+            if path.is_file():
+                rows[(policy, seed)] = json.loads(path.read_text())
+                continue
+            if runtime is None:
+                runtime = LocalRuntime(cfg.cluster.n_nodes, time_limit=120.0)
+            row = run_pair(preset, policy, seed, runtime, records)
+            write_atomic(path, json.dumps(row, indent=1))
+            rows[(policy, seed)] = row
+            if progress:
+                print(f"[{i + 1}/{len(todo)}] {policy} seed {seed}: live {row['live']:.3f} "
+                      f"sim {row['sim']:.3f} in {row['episode_seconds']:.0f} s "
+                      f"(overhead {row['overhead_fraction']:.1%})", flush=True)
+    finally:
+        if runtime is not None:
+            runtime.close()
+    return [rows[(p, s)] for p, s in todo]
+
+
+def summarise(rows: Sequence[dict[str, Any]], reference: str = "lara") -> list[dict[str, Any]]:
+    """Per policy: live and simulated completion, the paired gap, the paired live difference
+    to ``reference``, and the medians of the timings."""
+    import statistics
+
+    by: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["policy"], {})[r["seed"]] = r
+    out = []
+    for policy, per_seed in by.items():
+        rs = list(per_seed.values())
+        ref = by.get(reference, {})
+        paired = [r["live"] - ref[s]["live"] for s, r in per_seed.items() if s in ref]
+        out.append({
+            "policy": policy, "seeds": len(rs),
+            "live": mean_ci([r["live"] for r in rs], bounds=RATE),
+            "sim": mean_ci([r["sim"] for r in rs], bounds=RATE),
+            "gap": mean_ci([r["gap"] for r in rs], bounds=DIFFERENCE),
+            "vs_reference": (mean_ci(paired, bounds=DIFFERENCE)
+                             if paired and policy != reference else None),
+            "episode_seconds": statistics.median(r["episode_seconds"] for r in rs),
+            "overhead_fraction": statistics.median(r["overhead_fraction"] for r in rs),
+            "decision_share": statistics.median(r["decision_seconds"] / r["episode_seconds"]
+                                                for r in rs),
+            "migration_mb": statistics.median(r["migration_bytes"] / 1e6 for r in rs),
+        })
+    return out
+
+
+def _ci(m: tuple[float, float, float] | None) -> str:
+    if m is None:
+        return "-"
+    return f"{100 * m[0]:+.1f} ({100 * m[1]:+.1f}, {100 * m[2]:+.1f})"
+
+
+def format_table(rows: Sequence[dict[str, Any]], reference: str = "lara") -> str:
+    preset = rows[0]["preset"] if rows else "?"
+    body = [[s["policy"], s["seeds"], f"{100 * s['live'][0]:.1f}%", f"{100 * s['sim'][0]:.1f}%",
+             _ci(s["gap"]), _ci(s["vs_reference"]), f"{s['episode_seconds']:.0f}",
+             f"{100 * s['overhead_fraction']:.1f}%", f"{100 * s['decision_share']:.1f}%",
+             f"{s['migration_mb']:.1f}"] for s in summarise(rows, reference)]
+    header = ["policy", "seeds", "live completion", "simulated", "gap live - sim (pts, 95% CI)",
+              f"live vs {reference} (pts, 95% CI)", "episode s (median)",
+              "runtime overhead", "decision share", "migrated MB"]
+    return markdown_table(header, body, title=f"Live mode: {preset}, real jobs vs the "
+                                                f"replayed simulator")
+
+
+def write(rows: Sequence[dict[str, Any]], out: Path, reference: str = "lara") -> str:
+    """``live.json``, ``live.csv``, ``live.md`` and ``live.png`` (live vs simulated
+    completion per episode) in ``out``; returns the table."""
+    table = format_table(rows, reference)
+    write_atomic(out / "live.json", json.dumps(list(rows), indent=1))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(FIELDS))
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(out / "live.csv", buf.getvalue())
+    write_atomic(out / "live.md", table)
+    _plot(rows, out / "live.png")
+    return table
+
+
+def _plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    from benchmarks.plots import _pyplot, save_figure
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 5))
+    for policy in dict.fromkeys(r["policy"] for r in rows):
+        pts = [(100 * r["sim"], 100 * r["live"]) for r in rows if r["policy"] == policy]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=policy, alpha=0.7)
+    ax.plot([0, 100], [0, 100], color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("replayed simulator: completion (%)")
+    ax.set_ylabel("live: completion (%)")
+    ax.set_title(f"{rows[0]['preset']}: one point per episode" if rows else "")
+    ax.legend()
+    save_figure(fig, path)

@@ -1,0 +1,274 @@
+"""The live PettingZoo env: the simulator's contract over real training jobs (SPEC §8).
+
+:class:`LiveSchedulerEnv` is :class:`~core_env.env.CoreSchedulerEnv` with one thing changed:
+where a task's observed loss comes from. Every slot, each task that nodes picked runs one slot
+of real training on a worker of the runtime (one work unit per node, k nodes = synchronous
+data parallelism with a k-times larger batch) and its real validation loss is what the policy
+sees. Arrivals, deadlines, caps, masks, rewards and the shaping identity, ``info["episode"]``
+and the observation layout are the simulator's (the same :func:`core_env.dynamics.step`
+runs, with a ``loss_hook``), so any policy runs on it unchanged.
+
+**Work.** The observation's work column is the simulator's *model* of progress: k nodes add
+``k**alpha`` single-node units per slot, alpha the job variant's fitted exponent (its pilot
+runs, :mod:`core_env.live.pilots`); the job itself trains k units of samples. Whether real
+progress follows that model is what the replayed simulator measures (:mod:`core_env.live.
+record`). Live presets charge no switching cost in work (the work clock: a slot ends when
+every task has done its work); moving a job's state costs seconds, which are measured.
+
+**Faults.** A worker that dies loses only its slot in flight (no progress, no observation,
+the job's last end-of-slot state is kept); its node is masked to idle for the next slot and
+its worker restarted at that slot's end. A job that raises, returns a non-finite loss or
+overruns ``time_limit`` is *failed*: it leaves its slot, counts as expired, and its error is
+kept in :attr:`LiveSchedulerEnv.failures`.
+
+**What it reports.** ``info["episode"]`` has the simulator's keys plus ``failed``,
+``lost_slots``, ``worker_deaths``, ``migrations`` (slots in which a job ran on another
+worker than in its previous slot) and ``migration_bytes``: deterministic for a seed on one
+machine, like everything in the observations, rewards and infos (PettingZoo's seed test
+passes). Wall-clock measurements are kept out of the infos: :attr:`LiveSchedulerEnv.
+slot_timing` (the last slot) and :meth:`LiveSchedulerEnv.episode_timing` (the episode so far;
+also in the record's statistics) give, in seconds summed over slots: ``slot`` (wall time
+inside :meth:`step`), ``job`` (restore + train + save on the workers, wall time summed over
+jobs), ``restore``, ``save``, ``train_cpu`` (CPU time inside the jobs' ``train``) and
+``train_makespan`` (per slot, the least wall time that training could take on this machine's
+CPUs: the longest job's train CPU time, or all of it spread over the CPUs if that is longer);
+and ``overhead_fraction`` = 1 - train_makespan / slot: the share of the slots' wall time spent
+on anything but unavoidable training (the driver, serialisation, transfer, restarts).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from core_env import dynamics, pmath
+from core_env.config import CoreConfig, check_seed
+from core_env.env import CoreSchedulerEnv
+from core_env.live.pilots import PILOTS, Pilots, load_pilots
+from core_env.live.record import LiveRecord
+from core_env.live.runtime import LocalRuntime, SlotTask
+from core_env.live.workload import LiveWorkload, generate_live_workload
+from core_env.state import load_workload
+
+@lru_cache(maxsize=1)
+def _cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+LIVE_KEYS = ("failed", "lost_slots", "worker_deaths", "migrations", "migration_bytes")
+"""The keys live mode adds to ``info["episode"]``."""
+
+
+class LiveSchedulerEnv(CoreSchedulerEnv):
+    """The scheduler over real training jobs (see the module docstring).
+
+    Args:
+        config: a :class:`CoreConfig` (or ``preset`` and flat ``overrides`` as for
+            :class:`CoreSchedulerEnv`; the default preset is ``Live-Small-v0``).
+        pilots: the pilot set the tasks come from (a :class:`Pilots` or the name of a
+            shipped one).
+        runtime: a runtime to use (an object with ``run_slot``, ``alive``, ``restart`` and
+            ``close``, e.g. a :class:`LocalRuntime` shared by several envs); ``None``: the
+            env starts a :class:`LocalRuntime` of ``n_nodes`` workers at its first reset and
+            closes it in :meth:`close`.
+        time_limit: seconds one job's slot may take (for the runtime the env starts).
+    """
+
+    metadata = {"name": "core_env_live_v0", "render_modes": ["ansi"],
+                "is_parallelizable": True}
+
+    def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
+                 pilots: Pilots | str = PILOTS, runtime: Any = None,
+                 time_limit: float = 60.0, render_mode: str | None = None,
+                 **overrides: Any) -> None:
+        if config is None and preset is None:
+            preset = "Live-Small-v0"
+        if config is None:
+            from core_env.live.presets import live_config
+
+            config = live_config(preset, **overrides)
+            preset, overrides = None, {}
+        super().__init__(config, preset=preset, render_mode=render_mode, **overrides)
+        self.pilots = load_pilots(pilots) if isinstance(pilots, str) else pilots
+        if not isinstance(self.pilots, Pilots):
+            raise ValueError(f"pilots: expected a Pilots set or its name, got "
+                             f"{type(pilots).__name__}")
+        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+            raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
+        self.time_limit = float(time_limit)
+        self._own_runtime = runtime is None
+        self._warmed: set[str] = set()
+        self.runtime = runtime
+        self.live: LiveWorkload | None = None
+        self.record: LiveRecord | None = None
+        self.failures: dict[int, str] = {}
+        self._reset_counters()
+
+    # ----- episode -----
+    def _reset_counters(self) -> None:
+        self._states: dict[int, bytes] = {}
+        self._last_node: dict[int, int] = {}
+        self._dead_since: dict[int, int] = {}
+        self.counts = dict.fromkeys(LIVE_KEYS, 0)
+        self.timing = dict.fromkeys(("slot", "job", "train_cpu", "train_makespan", "restore",
+                                     "save"), 0.0)
+        self._slot_timing: dict[str, float] = {}
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        """Start an episode: draw (or, with ``options["live_workload"]``, replay) the live
+        workload, start the runtime if needed and restart any dead worker."""
+        seed = check_seed("seed", seed)
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options: expected a dict or None, got {type(options).__name__}")
+        if seed is not None or self._rng is None:
+            self._rng = np.random.default_rng(seed)
+        options = options or {}
+        if options.get("workload") is not None:
+            raise ValueError("options['workload']: a live episode needs jobs; pass "
+                             "options['live_workload'] (a LiveWorkload) instead")
+        live = options.get("live_workload")
+        if live is None:
+            live = generate_live_workload(self.config, self._rng, self.pilots)
+        elif not isinstance(live, LiveWorkload):
+            raise ValueError(f"options['live_workload']: expected a LiveWorkload, got "
+                             f"{type(live).__name__}")
+        from core_env.workload import validate_workload
+
+        live = live._replace(workload=validate_workload(live.workload, self.config))
+        if len(live.jobs) != live.workload.n_tasks:
+            raise ValueError(f"options['live_workload']: {len(live.jobs)} jobs for "
+                             f"{live.workload.n_tasks} tasks")
+        if self.runtime is None:
+            self.runtime = LocalRuntime(self.config.cluster.n_nodes, self.time_limit)
+        kinds = {}
+        for job in live.jobs:  # one job of each kind: its imports and data, off the clock
+            kinds.setdefault(job.kind, job)
+        if hasattr(self.runtime, "warm") and set(kinds) - self._warmed:
+            self.runtime.warm(list(kinds.values()))
+            self._warmed |= set(kinds)
+        for node, alive in enumerate(self.runtime.alive):
+            if not alive:
+                self.runtime.restart(node)
+        self.live, self.workload = live, live.workload
+        self.failures = {}
+        self._reset_counters()
+        self.record = LiveRecord.start(self.config, seed, live, self.pilots)
+        load_workload(self.sim, 0, live.workload)
+        dynamics.arrive(self.sim)
+        self.agents = list(self.possible_agents)
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        """Advance one slot: really train every task the nodes picked (see the module
+        docstring)."""
+        t0 = time.perf_counter()
+        joint = self._parse_actions(actions)
+        dead = [n for n in self._dead_since]
+        if dead:  # a dead node runs as idle; a non-idle action on it is counted
+            forbidden = joint[dead] != 0
+            self.sim.illegal[0] += int(forbidden.sum())
+            joint[dead] = 0
+        self._slot_timing = dict.fromkeys(("job", "train_cpu", "train_makespan", "restore",
+                                           "save"), 0.0)
+        res = dynamics.step(self.sim, joint[None, :], self.params, loss_hook=self._run_slot)
+        t = int(self.sim.t[0])
+        for node in dead:  # dead for a whole slot: restart its worker
+            self.runtime.restart(node)
+            del self._dead_since[node]
+        for node, alive in enumerate(self.runtime.alive):
+            if not alive and node not in self._dead_since:
+                self._dead_since[node] = t
+                self.counts["worker_deaths"] += 1
+        slot = time.perf_counter() - t0
+        self._slot_timing["slot"] = slot
+        for k, v in self._slot_timing.items():
+            self.timing[k] += v
+        obs = self._observations()
+        reward = float(res.reward[0])
+        term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
+        agents = self.agents
+        infos: dict[str, dict] = {a: {} for a in agents}
+        if term or trunc:
+            stats = {**dynamics.episode_stats(self.sim, 0), **self.counts}
+            self.record.finish({**stats, "timing": self.episode_timing()}, self.failures)
+            for a in agents:
+                infos[a]["episode"] = dict(stats)
+                if trunc:
+                    infos[a]["TimeLimit.truncated"] = True
+            self.agents = []
+        return (obs, {a: reward for a in agents}, {a: term for a in agents},
+                {a: trunc for a in agents}, infos)
+
+    @property
+    def slot_timing(self) -> dict[str, float]:
+        """Measured seconds of the last slot (see the module docstring)."""
+        return dict(self._slot_timing)
+
+    def episode_timing(self) -> dict[str, float]:
+        """Measured seconds of the episode so far, with its ``overhead_fraction``."""
+        timing = dict(self.timing)
+        timing["overhead_fraction"] = (1.0 - timing["train_makespan"] / timing["slot"]
+                                       if timing["slot"] > 0 else 0.0)
+        return timing
+
+    # ----- one slot of real training (the dynamics' loss hook) -----
+    def _run_slot(self, trained: dynamics.TrainedSlots) -> tuple[np.ndarray, np.ndarray]:
+        assert self.live is not None and self.record is not None
+        t = int(self.sim.t[0])
+        acts = trained.actions[0]
+        tasks = {}
+        for i in range(trained.tasks.shape[0]):
+            m = int(trained.tasks[i])
+            nodes = tuple(int(n) for n in np.flatnonzero(acts == trained.slots[i] + 1))
+            tasks[m] = SlotTask(self.live.jobs[m], self._states.get(m), 1, nodes)
+        results = self.runtime.run_slot(tasks) if tasks else {}
+        cpus: list[float] = []
+        ll = np.zeros(trained.tasks.shape[0])
+        outcome = np.full(trained.tasks.shape[0], dynamics.OBSERVED, dtype=np.int8)
+        for i, (m, task) in enumerate(tasks.items()):
+            r = results[m]
+            self._slot_timing["job"] += r.seconds
+            self._slot_timing["train_cpu"] += r.train_cpu_seconds
+            cpus.append(r.train_cpu_seconds)
+            self._slot_timing["restore"] += r.restore_seconds
+            self._slot_timing["save"] += r.save_seconds
+            if r.error is None:
+                if m in self._last_node and self._last_node[m] != r.node:
+                    self.counts["migrations"] += 1
+                    self.counts["migration_bytes"] += len(task.state or b"")
+                self._last_node[m] = r.node
+                self._states[m] = r.state
+                ll[i] = pmath.log(np.array([r.loss]))[0]
+                self.record.observe(m, t, len(task.nodes), float(trained.work[i]), r.loss)
+            elif r.error == "worker died":
+                outcome[i] = dynamics.LOST
+                self.counts["lost_slots"] += 1
+            else:
+                outcome[i] = dynamics.FAILED
+                self.counts["failed"] += 1
+                self.failures[m] = r.error
+                self._states.pop(m, None)
+        # the least wall time the training alone could take on this machine's CPUs
+        self._slot_timing["train_makespan"] = (max(max(cpus), sum(cpus) / _cpus())
+                                               if cpus else 0.0)
+        return ll, outcome
+
+    def _observations(self) -> dict[str, dict[str, np.ndarray]]:
+        obs = super()._observations()
+        for node in self._dead_since:  # a dead node may only idle
+            obs[self.possible_agents[node]]["action_mask"][1:] = 0
+        return obs
+
+    def close(self) -> None:
+        """Stop the runtime's workers (if the env started them)."""
+        if self._own_runtime and self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None

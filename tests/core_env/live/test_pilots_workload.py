@@ -1,0 +1,76 @@
+"""Pilot sets (core_env.live.pilots) and live workloads (core_env.live.workload)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from core_env import CoreSchedulerEnv
+from core_env.banks import DATA_DIR, BankError
+from core_env.curves import LOG_WORK_GRID
+from core_env.live import generate_live_workload, live_config, load_pilots
+from core_env.live.pilots import PILOTS, fit_alpha
+from core_env.live.workload import reference_table
+from core_env.workload import validate_workload
+
+
+def test_the_shipped_pilot_set_loads_and_is_listed_with_its_checksum():
+    p = load_pilots()
+    manifest = json.loads((DATA_DIR / "manifest.json").read_text())["files"][f"{PILOTS}.npz"]
+    assert manifest["pilot_runs"] == p.seed.shape[0] and manifest["variants"] == len(p.specs)
+    assert np.all((p.alpha > 0) & (p.alpha <= 1))
+    assert np.all(np.diff(p.smooth, axis=1) <= 1e-12)
+    # the job of a pilot run reproduces its first units of reference curve
+    from core_env.live import make_job
+
+    job = make_job(p.job(0))
+    assert [job.train(1, 1) for _ in range(3)] == pytest.approx(p.loss[0, :3], rel=1e-9)
+
+
+def test_a_corrupted_or_unlisted_pilot_file_is_refused(tmp_path):
+    shutil.copy(DATA_DIR / f"{PILOTS}.npz", tmp_path / f"{PILOTS}.npz")
+    shutil.copy(DATA_DIR / "manifest.json", tmp_path / "manifest.json")
+    assert load_pilots(data_dir=tmp_path).seed.shape == load_pilots().seed.shape
+    raw = bytearray((tmp_path / f"{PILOTS}.npz").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (tmp_path / f"{PILOTS}.npz").write_bytes(bytes(raw))
+    with pytest.raises(BankError, match="checksum"):
+        load_pilots(data_dir=tmp_path)
+    with pytest.raises(BankError, match="missing"):
+        load_pilots("nope", data_dir=tmp_path)
+
+
+def test_fit_alpha_recovers_a_known_law():
+    reference = [1.0 / (1.0 + u) for u in range(1, 65)]
+    scaled = {k: [1.0 / (1.0 + k ** 0.5 * s) for s in range(1, 65)] for k in (2, 4)}
+    est = fit_alpha(reference, scaled)
+    assert est and np.allclose(est, 0.5, atol=0.12)
+
+
+def test_reference_table_interpolates_the_pilot_curve_on_the_grid():
+    loss = 1.0 / (1.0 + np.arange(1, 101, dtype=float))
+    table = reference_table(1.0, loss)
+    w = np.exp(LOG_WORK_GRID)
+    inside = (w >= 1) & (w <= 100)
+    assert np.allclose(table[inside], -np.log1p(w[inside]), atol=0.02)
+    assert np.all(table[w > 100] == np.log(loss[-1]))
+    assert table[0] <= 0.0 and table[0] >= np.log(loss[0])  # between 1.0 at 0 and L(1)
+
+
+def test_live_workloads_are_seeded_valid_and_reachable_at_one_node():
+    cfg, p = live_config("Live-v0"), load_pilots()
+    a = generate_live_workload(cfg, np.random.default_rng(3), p)
+    b = generate_live_workload(cfg, np.random.default_rng(3), p)
+    assert a.jobs == b.jobs and np.array_equal(a.workload.log_target, b.workload.log_target)
+    validate_workload(a.workload, cfg)
+    assert len(a.jobs) == a.workload.n_tasks > 50
+    for m in range(a.workload.n_tasks):  # the pilot run reaches the target within s* units
+        run = a.pilot_run[m]
+        assert p.job(run) == a.jobs[m]
+        assert p.loss[run].min() <= np.exp(a.workload.log_target[m]) * (1 + 1e-12)
+        assert a.workload.alpha[m] == p.alpha[p.variant_of[run]]
+    env = CoreSchedulerEnv(cfg)  # the simulator runs the model workload
+    env.reset(seed=0, options={"workload": a.workload})
