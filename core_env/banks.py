@@ -63,8 +63,14 @@ MANIFEST = "manifest.json"
 REAL_FAMILIES = ("lcdb", "scan", "sb3-rl", "real-vision")
 """Names of the real curve families; each has a bank ``<name>.npz``."""
 
-SPLITS = ("train", "held-out")
-"""Bank splits: by data set / environment, never by row."""
+SPLITS = ("train", "held-out", "fit", "calibration")
+"""Bank splits. ``train`` and ``held-out`` are by data set / environment, never by row;
+``fit`` and ``calibration`` partition ``train`` by curve (every
+:data:`CALIBRATION_EVERY`-th train curve in bank order is a calibration curve), for a learned
+forecaster that calibrates its quantiles on curves it was not fitted to."""
+
+CALIBRATION_EVERY = 5
+"""One train curve in this many is in the ``calibration`` split."""
 
 TARGET_FROM = 0.25
 """Record points are drawn from the part of a curve past this fraction of its log-work span."""
@@ -107,10 +113,16 @@ class CurveBank:
         return self.work[sl], self.loss[sl], self.smooth[sl]
 
     def split(self, split: str) -> np.ndarray:
-        """int64 indices of the curves of a split (``"train"`` or ``"held-out"``)."""
+        """int64 indices of the curves of a split (one of :data:`SPLITS`)."""
         if split not in SPLITS:
             raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
-        return np.flatnonzero(self.held_out == (split == "held-out")).astype(np.int64)
+        if split == "held-out":
+            return np.flatnonzero(self.held_out).astype(np.int64)
+        train = np.flatnonzero(~self.held_out).astype(np.int64)
+        if split == "train":
+            return train
+        cal = np.arange(train.size) % CALIBRATION_EVERY == CALIBRATION_EVERY - 1
+        return train[cal] if split == "calibration" else train[~cal]
 
 
 def _sha256(path: Path) -> str:
@@ -283,7 +295,7 @@ def place_curves(name: str, split: str, log_required: np.ndarray, pick: np.ndarr
 
     Args:
         name: a real family (:data:`REAL_FAMILIES`).
-        split: ``"train"`` or ``"held-out"``.
+        split: one of :data:`SPLITS`.
         log_required: float64[n] ln s* of each task.
         pick: float[n, 2] uniforms in [0, 1): which curve, which record point.
         grid: float[G] the simulator's log-work grid.

@@ -102,7 +102,7 @@ class RealFamily:
     family: str
     """One of :data:`core_env.banks.REAL_FAMILIES`."""
     split: str
-    """``"train"`` or ``"held-out"`` (:data:`core_env.banks.SPLITS`)."""
+    """One of :data:`core_env.banks.SPLITS`."""
 
 
 def _real_mix(split: str) -> tuple[tuple[RealFamily, float], ...]:
@@ -140,10 +140,14 @@ MIXES: dict[str, tuple[tuple[FamilyParams | RealFamily, float], ...]] = {
     ),
     "real-train": _real_mix("train"),
     "real-held-out": _real_mix("held-out"),
+    "real-fit": _real_mix("fit"),
+    "real-calibration": _real_mix("calibration"),
 }
 """Named task-family mixes: (family, weight) pairs; weights sum to 1. ``train`` and
 ``held-out`` are synthetic; ``real-train`` and ``real-held-out`` replay the train and the
-held-out split of the real curve banks."""
+held-out split of the real curve banks; ``real-fit`` and ``real-calibration`` the two parts of
+the train split (:data:`core_env.banks.SPLITS`) that a learned forecaster is fitted and
+calibrated on."""
 
 _NO_PARAMS = FamilyParams("supervised", exponent=(1.0, 1.0), scale_frac=(1.0, 1.0),
                           initial_loss=(1.0, 1.0), floor_frac=(0.0, 0.0), noise_sigma=0.0,

@@ -5,7 +5,9 @@
     tensorboard --logdir runs/fm
 
 One seeding block: ``np.random.default_rng(seed)`` draws the training cases, then the
-validation cases (both from the ``train`` mix; the ``held-out`` mix is for evaluation only;
+validation cases (both from the ``train`` mix, and with ``real_weight`` > 0 that fraction
+replayed from real curves: training cases from the banks' ``fit`` split, validation cases
+from their ``calibration`` split; the ``held-out`` mix and split are for evaluation only;
 observed on the truth-independent schedule of :func:`~core_env.forecast.cases.make_cases`);
 one ``torch.Generator`` seeded with
 ``seed`` initialises the network and then draws every minibatch, augmentation, noise vector
@@ -53,14 +55,11 @@ from tqdm import tqdm
 from core_env.forecast.cases import ForecastCases, make_cases
 from core_env.forecast.protocol import HistoryBatch
 from mara_agents.train.cli import parse_config
-from mara_agents.forecast.forecaster import (FlowMatchingForecaster, SamplerConfig, widen)
+from mara_agents.forecast.calibrate import evaluate, fit_spread
+from mara_agents.forecast.forecaster import FlowMatchingForecaster, SamplerConfig
 from mara_agents.forecast.matcher import ConditionalFlowMatcher
 from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
                                         prefix_features)
-
-SPREAD_GRID = np.exp(np.linspace(math.log(0.5), math.log(4.0), 64))
-"""Candidate calibration temperatures."""
-
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -79,7 +78,12 @@ class TrainConfig:
     """1: the fraction is uniform over ``prefix``; K > 1: ``prefix`` is cut into K
     log-spaced bins, each drawn uniformly for cases/K cases (about log-uniform)."""
     mix: str = "train"
-    """Curve mix to train on; only ``"train"`` (``"held-out"`` is for evaluation)."""
+    """Synthetic curve mix to train on; only ``"train"`` (``"held-out"`` is for evaluation)."""
+    real_weight: float = 0.0
+    """Fraction of the training and validation cases replayed from the real curve banks:
+    training cases from the ``real-fit`` mix, validation (and calibration) cases from the
+    ``real-calibration`` mix, curves the network never sees (both are parts of the banks'
+    train split; the held-out split is for evaluation only). 0: synthetic only."""
     batch_size: int = 512
     """Cases per minibatch."""
     steps: int = 40_000
@@ -108,6 +112,9 @@ class TrainConfig:
     ``spread`` is replaced by the fitted calibration temperature when ``calibrate``)."""
     calibrate: bool = True
     """Fit the calibration temperature on the validation cases at the end."""
+    calibrate_groups: bool = False
+    """Calibrate for the worst group rather than the pool: the temperature minimises the
+    largest |coverage - 0.8| over the validation cases' (family, prefix third) groups."""
     val_every: int = 2000
     """Steps between validations (and at the end)."""
     threads: int = 1
@@ -144,6 +151,9 @@ class TrainConfig:
         if not 0.0 <= self.augment_floor <= 10.0:
             raise ValueError(f"augment_floor: expected a number in [0, 10], got "
                              f"{self.augment_floor!r}")
+        if not 0.0 <= self.real_weight <= 1.0:
+            raise ValueError(f"real_weight: expected a number in [0, 1], got "
+                             f"{self.real_weight!r}")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay: expected >= 0, got {self.weight_decay!r}")
         if not isinstance(self.model, ModelConfig):
@@ -155,16 +165,25 @@ class TrainConfig:
                              f"({self.model.horizon}), got {self.sampler.tail_points}")
 
 
-def draw_cases(rng: np.random.Generator, cfg: TrainConfig, n: int) -> ForecastCases:
-    """n cases of the mix with the prefix distribution of ``cfg`` (one
-    :func:`~core_env.forecast.cases.make_cases` call per prefix bin, concatenated)."""
+def draw_cases(rng: np.random.Generator, cfg: TrainConfig, n: int, real_mix: str = "real-fit"
+               ) -> ForecastCases:
+    """n cases with the prefix distribution of ``cfg``: ``round(n * real_weight)`` of them
+    from ``real_mix``, the rest from the synthetic mix (one
+    :func:`~core_env.forecast.cases.make_cases` call per mix and prefix bin, concatenated)."""
+    n_real = int(round(n * cfg.real_weight))
+    parts = [_draw_mix(rng, cfg, mix, k) for mix, k in ((cfg.mix, n - n_real),
+                                                         (real_mix, n_real)) if k > 0]
+    return parts[0] if len(parts) == 1 else concat_cases(parts)
+
+
+def _draw_mix(rng: np.random.Generator, cfg: TrainConfig, mix: str, n: int) -> ForecastCases:
     if cfg.prefix_bins == 1:
-        return make_cases(rng, cfg.mix, n, cfg.prefix)
+        return make_cases(rng, mix, n, cfg.prefix)
     edges = np.exp(np.linspace(math.log(cfg.prefix[0]), math.log(cfg.prefix[1]),
                                cfg.prefix_bins + 1))
     sizes = np.full(cfg.prefix_bins, n // cfg.prefix_bins)
     sizes[: n % cfg.prefix_bins] += 1
-    parts = [make_cases(rng, cfg.mix, int(k), (float(lo), float(hi)))
+    parts = [make_cases(rng, mix, int(k), (float(lo), float(hi)))
              for k, lo, hi in zip(sizes, edges[:-1], edges[1:]) if k > 0]
     return concat_cases(parts)
 
@@ -237,47 +256,6 @@ def transform_log_loss(features: torch.Tensor, x1: torch.Tensor, power: torch.Te
     return torch.where(is_loss[None, :], phi(features), features), phi(x1)
 
 
-def evaluate(fm: FlowMatchingForecaster, cases: ForecastCases) -> dict[str, float]:
-    """Median |log ratio|, median relative error and coverage of ``fm`` on the cases with a
-    finite positive truth."""
-    rw = fm.predict_batch(cases.batch, cases.log_targets, np.full(cases.batch.size, 1e9))
-    return metrics(rw.q10, rw.q50, rw.q90, cases.remaining)
-
-
-def metrics(q10: np.ndarray, q50: np.ndarray, q90: np.ndarray, truth: np.ndarray
-            ) -> dict[str, float]:
-    """The benchmark's metrics over cases with a finite positive truth."""
-    ok = np.isfinite(truth) & (truth > 0)
-    t = truth[ok]
-    return {"median_abs_log_ratio": float(np.median(np.abs(np.log(np.maximum(q50[ok], 1e-9)
-                                                                    / t)))),
-            "median_rel_err": float(np.median(np.abs(q50[ok] - t) / t)),
-            "coverage": float(np.mean((q10[ok] <= t) & (t <= q90[ok])))}
-
-
-def fit_spread(fm: FlowMatchingForecaster, cases: ForecastCases, target: float = 0.8
-               ) -> tuple[float, float]:
-    """The temperature of :data:`SPREAD_GRID` whose [q10, q90] coverage on the cases (finite
-    positive truth, not yet reached) is closest to ``target``.
-
-    Returns:
-        ``(spread, coverage)``.
-    """
-    _, y_now = cases.batch.last()
-    ok = (np.isfinite(cases.remaining) & (cases.remaining > 0) & (cases.batch.length > 0)
-          & (y_now > cases.log_targets))
-    rows = np.flatnonzero(ok)
-    raw = fm.sample_remaining(cases.batch, cases.log_targets, rows)
-    truth = cases.remaining[rows]
-    best = (1.0, -1.0)
-    for s in SPREAD_GRID:
-        q10, q90 = np.quantile(widen(raw, float(s)), (0.1, 0.9), axis=1)
-        cov = float(np.mean((q10 <= truth) & (truth <= q90)))
-        if best[1] < 0 or abs(cov - target) < abs(best[1] - target):
-            best = (float(s), cov)
-    return best
-
-
 def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
     """Run the training described in the module docstring.
 
@@ -290,7 +268,7 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
 
     model_cfg = cfg.model
     train_cases = draw_cases(rng, cfg, cfg.cases)
-    val_cases = draw_cases(rng, cfg, cfg.val_cases)
+    val_cases = draw_cases(rng, cfg, cfg.val_cases, real_mix="real-calibration")
     feats, x1_all = training_arrays(train_cases, model_cfg)  # [N, 3L+3], [N, H]
     n = feats.shape[0]
 
@@ -347,7 +325,7 @@ def train(cfg: TrainConfig) -> tuple[FlowMatchingForecaster, dict[str, Any]]:
 
     spread, cov = 1.0, history[-1]["coverage"]
     if cfg.calibrate:
-        spread, cov = fit_spread(val_fm, val_cases)
+        spread, cov = fit_spread(val_fm, val_cases, by_group=cfg.calibrate_groups)
         writer.add_scalar("val/spread", spread, cfg.steps)
         writer.add_scalar("val/coverage_calibrated", cov, cfg.steps)
     writer.close()

@@ -231,3 +231,12 @@ def test_real_presets_run_through_the_pettingzoo_api(preset):
         done = not env.agents or all(term.values()) or all(trunc.values())
     stats = next(iter(infos.values()))["episode"]
     assert stats["arrived"] > 0
+
+
+@pytest.mark.parametrize("name", REAL_FAMILIES)
+def test_fit_and_calibration_partition_the_train_split(name):
+    bank = load_bank(name)
+    fit, cal, train = bank.split("fit"), bank.split("calibration"), bank.split("train")
+    assert cal.size > 0 and fit.size > cal.size
+    assert np.array_equal(np.sort(np.r_[fit, cal]), train) and not np.intersect1d(fit, cal).size
+    assert not np.intersect1d(train, bank.split("held-out")).size

@@ -238,7 +238,10 @@ def test_shaping_identity(tr):
         observed = present & (after["slot_n_obs"] > 0)
         gap = np.maximum(first - target, 1e-6)
         psi = np.where(observed, np.clip((first - y) / gap, 0.0, 1.0), 0.0)
-        assert np.allclose(after["slot_psi"][present], psi[present], atol=2e-5)
+        # psi comes from the float64 losses; the state keeps them in float32, whose
+        # rounding (about 6e-8 of each log-loss) is divided by the gap
+        tol = 2e-5 + 2e-7 * (np.abs(first) + np.abs(y) + np.abs(target)) / gap
+        assert np.all(np.abs(after["slot_psi"] - psi)[present] <= tol[present])
         phi = 0.0 if any(tr.ends[i]) else float(psi.sum())
         c_t = after["completed"] - tr.snaps[i]["completed"]
         assert r == pytest.approx(c_t + beta * (phi - phi_prev), abs=1e-4 * max(beta, 1.0))

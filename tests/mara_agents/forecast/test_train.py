@@ -84,3 +84,23 @@ def test_loss_transform_augmentation_keeps_the_crossing():
     ident = transform_log_loss(feats, x1, torch.ones(5), torch.zeros(5), cfg)
     torch.testing.assert_close(ident[0], feats)
     torch.testing.assert_close(ident[1], x1)
+
+
+def test_real_weight_draws_real_cases_from_the_fit_and_calibration_splits():
+    from core_env.banks import REAL_FAMILIES
+    from core_env.curves import FAMILIES
+    from mara_agents.forecast.calibrate import case_groups
+    from mara_agents.forecast.train import draw_cases
+
+    with pytest.raises(ValueError, match="real_weight"):
+        TrainConfig(real_weight=1.5)
+    cfg = TrainConfig(real_weight=0.25)
+    rng = np.random.default_rng(0)
+    real = [FAMILIES.index(f) for f in REAL_FAMILIES]
+    for mix in ("real-fit", "real-calibration"):
+        cases = draw_cases(rng, cfg, 400, real_mix=mix)
+        assert np.isin(cases.family, real).sum() == 100
+        groups = case_groups(cases)
+        assert groups.min() >= 0 and groups.max() < 3 * len(FAMILIES)
+    synthetic = draw_cases(np.random.default_rng(0), TrainConfig(), 50)
+    assert not np.isin(synthetic.family, real).any()
