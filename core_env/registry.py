@@ -46,23 +46,21 @@ LIVE_PRESET_IDS = ("Live-Small-v0", "Live-v0")
 """The live presets (:mod:`core_env.live.presets`), registered for PettingZoo only."""
 
 
+def _register_pettingzoo(preset: str, parallel: Any, aec: Any) -> None:
+    env_id = f"{NAMESPACE}/{preset}"
+    for kind, registry, entry in (("parallel", pettingzoo.parallel_registry, parallel),
+                                  ("aec", pettingzoo.aec_registry, aec)):
+        if env_id not in registry:
+            pettingzoo.register(kind, env_id, entry_point=entry, kwargs={"preset": preset})
+
+
 def register_presets() -> None:
     """Register every preset (idempotent)."""
     for preset in LIVE_PRESET_IDS:
-        env_id = f"{NAMESPACE}/{preset}"
-        if env_id not in pettingzoo.parallel_registry:
-            pettingzoo.register("parallel", env_id, entry_point=make_live_parallel,
-                                kwargs={"preset": preset})
-        if env_id not in pettingzoo.aec_registry:
-            pettingzoo.register("aec", env_id, entry_point=make_live_aec,
-                                kwargs={"preset": preset})
+        _register_pettingzoo(preset, make_live_parallel, make_live_aec)
     for preset in PRESETS:
+        _register_pettingzoo(preset, make_parallel, make_aec)
         env_id = f"{NAMESPACE}/{preset}"
-        if env_id not in pettingzoo.parallel_registry:
-            pettingzoo.register("parallel", env_id, entry_point=make_parallel,
-                                kwargs={"preset": preset})
-        if env_id not in pettingzoo.aec_registry:
-            pettingzoo.register("aec", env_id, entry_point=make_aec, kwargs={"preset": preset})
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point="core_env.central:CentralCoreEnv",
                                kwargs={"preset": preset})

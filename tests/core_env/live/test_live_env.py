@@ -69,11 +69,11 @@ def test_check_env_and_pettingzoo_api_tests_pass(pilots, runtime):
 
 
 def test_registered_live_presets_build_without_starting_workers():
-    env = pettingzoo.make("parallel", "core_env/Live-v0") if hasattr(pettingzoo, "make") \
-        else None
-    if env is None:
-        env = pettingzoo.parallel_registry["core_env/Live-v0"].make()
+    env = pettingzoo.make("parallel", "core_env/Live-v0")
+    assert isinstance(env, LiveSchedulerEnv)
     assert env.runtime is None and env.config.cluster.n_nodes == 16
+    aec = pettingzoo.make("aec", "core_env/Live-Small-v0")
+    assert aec.possible_agents == [f"node_{i}" for i in range(4)]
     env.close()
 
 
@@ -218,3 +218,13 @@ def test_bad_records_and_options_are_refused(pilots, tmp_path):
     with pytest.raises(ValueError, match="pilots"):
         LiveSchedulerEnv(preset="Live-Small-v0", pilots=3)
     assert env.runtime is None  # nothing started for refused input
+
+
+def test_the_registry_lists_exactly_the_live_presets():
+    from core_env.live import LIVE_PRESETS
+    from core_env.registry import LIVE_PRESET_IDS
+
+    assert LIVE_PRESET_IDS == tuple(LIVE_PRESETS)
+    for preset in LIVE_PRESETS:
+        assert f"core_env/{preset}" in pettingzoo.parallel_registry
+        assert f"core_env/{preset}" in pettingzoo.aec_registry
