@@ -23,9 +23,13 @@ def test_the_shipped_pilot_set_loads_and_is_listed_with_its_checksum():
     assert manifest["pilot_runs"] == p.seed.shape[0] and manifest["variants"] == len(p.specs)
     assert np.all((p.alpha > 0) & (p.alpha <= 1))
     assert np.all(np.diff(p.smooth, axis=1) <= 1e-12)
-    # the job of a pilot run reproduces its first units of reference curve
+
+
+def test_a_pilot_runs_job_reproduces_its_reference_curve():
+    pytest.importorskip("sklearn")  # the built-in job's data set (the live extra)
     from core_env.live import make_job
 
+    p = load_pilots()
     job = make_job(p.job(0))
     assert [job.train(1, 1) for _ in range(3)] == pytest.approx(p.loss[0, :3], rel=1e-9)
 
