@@ -104,6 +104,11 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.time_limit = float(time_limit)
+        if runtime is not None and len(getattr(runtime, "alive", ())) != \
+                config.cluster.n_nodes:
+            raise ValueError(f"runtime: expected one worker per node "
+                             f"({config.cluster.n_nodes}), got a runtime of "
+                             f"{len(getattr(runtime, 'alive', ()))}")
         self._own_runtime = runtime is None
         self._warmed: set[str] = set()
         self.runtime = runtime

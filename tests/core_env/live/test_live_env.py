@@ -217,6 +217,11 @@ def test_bad_records_and_options_are_refused(pilots, tmp_path):
         env.reset(seed=0, options={"live_workload": 3})
     with pytest.raises(ValueError, match="pilots"):
         LiveSchedulerEnv(preset="Live-Small-v0", pilots=3)
+    with pytest.raises(ValueError, match="one worker per node"):
+        LiveSchedulerEnv(preset="Live-v0", pilots=pilots, runtime=type("R", (), {
+            "alive": [True] * 4})())
+    with pytest.raises(ValueError, match="preset"):
+        LiveSchedulerEnv(preset="CoRE-v0")
     assert env.runtime is None  # nothing started for refused input
 
 
