@@ -20,8 +20,6 @@ Plus the median time of one ``predict`` call for 64 tasks (one CPU thread).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import statistics
 import time
@@ -33,7 +31,7 @@ import numpy as np
 
 from benchmarks.plots import save_figure
 from benchmarks.report import markdown_table
-from benchmarks.store import write_atomic
+from benchmarks.store import write_atomic, write_csv
 from core_env.banks import REAL_FAMILIES
 from core_env.curves import FAMILIES
 from core_env.forecast import OracleForecaster, forecast, naive_slope_forecaster
@@ -151,11 +149,7 @@ def write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "forecast.json", json.dumps(result, indent=2))
     rows = result["rows"]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    write_atomic(out / "forecast.csv", buf.getvalue())
+    write_csv(out / "forecast.csv", rows, list(rows[0]))
     write_atomic(out / "forecast.md", format_table(result))
     _plot(result, out / "forecast.png")
 

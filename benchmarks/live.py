@@ -19,9 +19,7 @@ Episodes are written as they finish; rerunning resumes.
 
 from __future__ import annotations
 
-import io
 import json
-import csv
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any
 
 from benchmarks.report import markdown_table
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import write_atomic
+from benchmarks.store import write_atomic, write_csv
 
 DEFAULT_POLICIES = {"Live-v0": ("lara", "edf", "mara"),
                     "Live-Small-v0": ("lara", "edf", "successive_halving")}
@@ -173,11 +171,7 @@ def write(rows: Sequence[dict[str, Any]], out: Path, reference: str = "lara") ->
     completion per episode) in ``out``; returns the table."""
     table = format_table(rows, reference)
     write_atomic(out / "live.json", json.dumps(list(rows), indent=1))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(FIELDS))
-    w.writeheader()
-    w.writerows(rows)
-    write_atomic(out / "live.csv", buf.getvalue())
+    write_csv(out / "live.csv", rows, FIELDS)
     write_atomic(out / "live.md", table)
     _plot(rows, out / "live.png")
     return table

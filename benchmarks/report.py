@@ -10,15 +10,14 @@ differ only in their load. :func:`markdown_table` is the one table formatter of 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import EPISODE_FIELDS, code_version, config_record, write_atomic
+from benchmarks.store import (EPISODE_FIELDS, code_version, config_record, write_atomic,
+                              write_csv)
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""
@@ -171,12 +170,7 @@ def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, A
     if bounds:
         tables.append(("bounds.csv", list(bounds[0]), bounds))
     for name, fields, recs in tables:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in recs:
-            w.writerow({k: r.get(k) for k in fields})
-        write_atomic(out / name, buf.getvalue())
+        write_csv(out / name, recs, fields)
     table = format_table(rows, reference)
     write_atomic(out / "table.md", table)
     from benchmarks.plots import plot_per_preset, plot_vs_load

@@ -10,8 +10,10 @@ with a warning naming it.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
@@ -81,6 +83,17 @@ def code_version() -> str:
             digest.update(f.relative_to(root).as_posix().encode() + b"\0")
             digest.update(f.read_bytes() + b"\0")
     return f"{head}+src.{digest.hexdigest()[:12]}"
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> None:
+    """Write ``rows`` as CSV with the columns ``fields`` (other keys left out, missing ones
+    empty), atomically (:func:`write_atomic`)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: r.get(k) for k in fields})
+    write_atomic(path, buf.getvalue())
 
 
 def write_atomic(path: Path, text: str) -> None:

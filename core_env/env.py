@@ -131,10 +131,7 @@ class CoreSchedulerEnv(ParallelEnv):
         if seed is not None or self._rng is None:
             self._rng = np.random.default_rng(seed)
         options = options or {}  # other keys are ignored (PettingZoo's API test passes some)
-        if options.get("workload") is not None:
-            wl = validate_workload(options["workload"], self.config)
-        else:
-            wl = generate_workload(self.config, self._rng)
+        wl = self._episode_workload(seed, options)
         self.workload = wl
         load_workload(self.sim, 0, wl)
         dynamics.arrive(self.sim)
@@ -143,8 +140,7 @@ class CoreSchedulerEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         """Advance one slot with one action per live agent (see the class docstring)."""
-        joint = self._parse_actions(actions)
-        res = dynamics.step(self.sim, joint[None, :], self.params)
+        res = self._advance(self._parse_actions(actions))
         obs = self._observations()
         reward = float(res.reward[0])
         term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
@@ -154,7 +150,7 @@ class CoreSchedulerEnv(ParallelEnv):
         truncations = {a: trunc for a in agents}
         infos: dict[str, dict] = {a: {} for a in agents}
         if term or trunc:
-            stats = dynamics.episode_stats(self.sim, 0)
+            stats = self._episode_stats()
             for a in agents:
                 infos[a]["episode"] = dict(stats)
                 if trunc:
@@ -182,7 +178,21 @@ class CoreSchedulerEnv(ParallelEnv):
     def close(self) -> None:
         pass
 
-    # ----- helpers -----
+    # ----- helpers (what a subclass such as the live env changes) -----
+    def _episode_workload(self, seed: int | None, options: dict) -> Workload:
+        """The workload of a new episode: ``options["workload"]`` checked, or drawn."""
+        if options.get("workload") is not None:
+            return validate_workload(options["workload"], self.config)
+        return generate_workload(self.config, self._rng)
+
+    def _advance(self, joint: np.ndarray) -> dynamics.StepResult:
+        """Run the dynamics for one slot of joint action ``joint`` (int64[N])."""
+        return dynamics.step(self.sim, joint[None, :], self.params)
+
+    def _episode_stats(self) -> dict[str, Any]:
+        """``info["episode"]`` at the end of an episode."""
+        return dynamics.episode_stats(self.sim, 0)
+
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         obs, mask = self._observer.observe(self.sim)
         own_obs, own_mask = obs[0].copy(), mask[0].copy()  # one copy; agents get row views

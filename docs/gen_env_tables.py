@@ -196,14 +196,14 @@ def mixes_table() -> str:
     # A field documented as "rl: ...; vision: ..." applies to those families only.
     applies = {f.name: set(re.findall(r"(?:^|; )(\w+):", inspect.cleandoc(docs.get(f.name, ""))))
                & set(curves.FAMILIES) for f in fields}
-    rows = []
+    rows, real = [], []
     for mix, entries in curves.MIXES.items():
+        if all(isinstance(p, curves.RealFamily) for p, _ in entries):  # replays bank curves
+            splits = {p.split for p, _ in entries}
+            real.append([f"`{mix}`", ", ".join(f"`{p.family}` {_num(w)}" for p, w in entries),
+                         ", ".join(sorted(splits))])
+            continue
         for p, weight in entries:
-            if isinstance(p, curves.RealFamily):  # replays the bank's curves: no parameters
-                rows.append([f"`{mix}`", f"`{p.family}`", _num(weight)]
-                            + [f"bank `{p.family}.npz`, {p.split} split"]
-                            + ["-"] * (len(fields) - 1))
-                continue
             cells = []
             for f in fields:
                 v = getattr(p, f.name)
@@ -217,7 +217,9 @@ def mixes_table() -> str:
     legend = _table(["column", "meaning"],
                     [[f"`{f.name}`", _md(docs.get(f.name, ""))] for f in fields])
     main = _table(["mix", "family", "weight"] + [f"`{f.name}`" for f in fields], rows)
-    return main + "\n\n" + legend
+    banks = _table(["mix", "families (weight), each replaying its bank `<family>.npz`",
+                    "bank split"], real)
+    return main + "\n\n" + legend + "\n\n" + banks
 
 
 def demo_output() -> str:

@@ -46,13 +46,13 @@ from typing import Any
 import numpy as np
 
 from core_env import dynamics, pmath
-from core_env.config import CoreConfig, check_seed
+from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
 from core_env.live.runtime import LocalRuntime, SlotTask
 from core_env.live.workload import LiveWorkload, generate_live_workload
-from core_env.state import load_workload
+from core_env.workload import Workload, validate_workload
 
 @lru_cache(maxsize=1)
 def _cpus() -> int:
@@ -121,21 +121,15 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
     def _reset_counters(self) -> None:
         self._states: dict[int, bytes] = {}
         self._last_node: dict[int, int] = {}
-        self._dead_since: dict[int, int] = {}
+        self._dead: set[int] = set()  # nodes whose worker died, idle until restarted
         self.counts = dict.fromkeys(LIVE_KEYS, 0)
         self.timing = dict.fromkeys(("slot", "job", "train_cpu", "train_makespan", "restore",
                                      "save"), 0.0)
         self._slot_timing: dict[str, float] = {}
 
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        """Start an episode: draw (or, with ``options["live_workload"]``, replay) the live
-        workload, start the runtime if needed and restart any dead worker."""
-        seed = check_seed("seed", seed)
-        if options is not None and not isinstance(options, dict):
-            raise ValueError(f"options: expected a dict or None, got {type(options).__name__}")
-        if seed is not None or self._rng is None:
-            self._rng = np.random.default_rng(seed)
-        options = options or {}
+    def _episode_workload(self, seed: int | None, options: dict) -> Workload:
+        """Draw (or, with ``options["live_workload"]``, replay) the live workload, start the
+        runtime if needed, restart any dead worker and start the episode's record."""
         if options.get("workload") is not None:
             raise ValueError("options['workload']: a live episode needs jobs; pass "
                              "options['live_workload'] (a LiveWorkload) instead")
@@ -145,8 +139,6 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         elif not isinstance(live, LiveWorkload):
             raise ValueError(f"options['live_workload']: expected a LiveWorkload, got "
                              f"{type(live).__name__}")
-        from core_env.workload import validate_workload
-
         live = live._replace(workload=validate_workload(live.workload, self.config))
         if len(live.jobs) != live.workload.n_tasks:
             raise ValueError(f"options['live_workload']: {len(live.jobs)} jobs for "
@@ -162,55 +154,38 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         for node, alive in enumerate(self.runtime.alive):
             if not alive:
                 self.runtime.restart(node)
-        self.live, self.workload = live, live.workload
+        self.live = live
         self.failures = {}
         self._reset_counters()
         self.record = LiveRecord.start(self.config, seed, live, self.pilots)
-        load_workload(self.sim, 0, live.workload)
-        dynamics.arrive(self.sim)
-        self.agents = list(self.possible_agents)
-        return self._observations(), {a: {} for a in self.agents}
+        return live.workload
 
-    def step(self, actions: dict[str, Any]):
-        """Advance one slot: really train every task the nodes picked (see the module
-        docstring)."""
+    def _advance(self, joint: np.ndarray) -> dynamics.StepResult:
+        """One slot: really train every task the nodes picked (see the module docstring)."""
         t0 = time.perf_counter()
-        joint = self._parse_actions(actions)
-        dead = [n for n in self._dead_since]
+        dead = sorted(self._dead)
         if dead:  # a dead node runs as idle; a non-idle action on it is counted
-            forbidden = joint[dead] != 0
-            self.sim.illegal[0] += int(forbidden.sum())
+            self.sim.illegal[0] += int((joint[dead] != 0).sum())
             joint[dead] = 0
         self._slot_timing = dict.fromkeys(("job", "train_cpu", "train_makespan", "restore",
                                            "save"), 0.0)
         res = dynamics.step(self.sim, joint[None, :], self.params, loss_hook=self._run_slot)
-        t = int(self.sim.t[0])
         for node in dead:  # dead for a whole slot: restart its worker
             self.runtime.restart(node)
-            del self._dead_since[node]
+            self._dead.discard(node)
         for node, alive in enumerate(self.runtime.alive):
-            if not alive and node not in self._dead_since:
-                self._dead_since[node] = t
+            if not alive and node not in self._dead:
+                self._dead.add(node)
                 self.counts["worker_deaths"] += 1
-        slot = time.perf_counter() - t0
-        self._slot_timing["slot"] = slot
+        self._slot_timing["slot"] = time.perf_counter() - t0
         for k, v in self._slot_timing.items():
             self.timing[k] += v
-        obs = self._observations()
-        reward = float(res.reward[0])
-        term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
-        agents = self.agents
-        infos: dict[str, dict] = {a: {} for a in agents}
-        if term or trunc:
-            stats = {**dynamics.episode_stats(self.sim, 0), **self.counts}
-            self.record.finish({**stats, "timing": self.episode_timing()}, self.failures)
-            for a in agents:
-                infos[a]["episode"] = dict(stats)
-                if trunc:
-                    infos[a]["TimeLimit.truncated"] = True
-            self.agents = []
-        return (obs, {a: reward for a in agents}, {a: term for a in agents},
-                {a: trunc for a in agents}, infos)
+        return res
+
+    def _episode_stats(self) -> dict[str, Any]:
+        stats = {**super()._episode_stats(), **self.counts}
+        self.record.finish({**stats, "timing": self.episode_timing()}, self.failures)
+        return stats
 
     @property
     def slot_timing(self) -> dict[str, float]:
@@ -251,7 +226,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                     self.counts["migration_bytes"] += len(task.state or b"")
                 self._last_node[m] = r.node
                 self._states[m] = r.state
-                ll[i] = pmath.log(np.array([r.loss]))[0]
+                ll[i] = pmath.log(r.loss)
                 self.record.observe(m, t, len(task.nodes), float(trained.work[i]), r.loss)
             elif r.error == "worker died":
                 outcome[i] = dynamics.LOST
@@ -268,7 +243,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         obs = super()._observations()
-        for node in self._dead_since:  # a dead node may only idle
+        for node in self._dead:  # a dead node may only idle
             obs[self.possible_agents[node]]["action_mask"][1:] = 0
         return obs
 

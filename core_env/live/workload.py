@@ -76,8 +76,8 @@ def generate_live_workload(cfg: CoreConfig, rng: np.random.Generator,
     run = np.minimum((u[:, 2] * n_runs).astype(np.int64), n_runs - 1)
     alpha = pilots.alpha[pilots.variant_of[run]]
     window = deadline_windows(cfg, s_star, cap, alpha, slack)
-    log_target = np.array([pmath.log(np.array([pilots.target(int(r), float(s))]))[0]
-                           for r, s in zip(run, s_star)], dtype=np.float64)
+    log_target = pmath.log(np.array([pilots.target(int(r), float(s))
+                                     for r, s in zip(run, s_star)], dtype=np.float64))
     curves = np.stack([reference_table(float(pilots.initial[r]), pilots.loss[r]) for r in run]
                       ) if m else np.zeros((0, LOG_WORK_GRID.shape[0]))
     curves = curves.astype(np.float32)
