@@ -35,6 +35,16 @@ def _whole(minimum: int):
     return parse
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return value
+
+
 def _preset(text: str) -> str:
     import core_env
 
@@ -93,14 +103,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="also evaluate this FM checkpoint (named fm:<file stem>; repeatable)")
     fc.add_argument("--out", type=Path, default=Path("results/forecast"),
                     help="results folder")
-    speed = command("speed", "PettingZoo env vs batched simulator throughput")
+    speed = command("speed", "compiled kernels vs the numpy reference: env throughput")
     speed.add_argument("--preset", type=_preset, default="CoRE-v0", help="preset id")
-    speed.add_argument("--runs", type=_whole(1), default=5, help="interleaved repetitions")
-    speed.add_argument("--num-envs", type=_whole(1), default=256, help="batch size B")
-    speed.add_argument("--pz-steps", type=_whole(1), default=3000,
-                       help="PettingZoo env steps per run")
-    speed.add_argument("--batched-steps", type=_whole(1), default=1500,
-                       help="batched steps per run")
+    speed.add_argument("--runs", type=_whole(1), default=3, help="interleaved repetitions")
+    speed.add_argument("--seconds", type=_positive, default=1.0,
+                       help="timed seconds per measurement")
+    speed.add_argument("--backends", nargs="+", choices=("numpy", "numba"),
+                       default=["numpy", "numba"], help="backends (ratios: last / first)")
+    speed.add_argument("--batch-sizes", nargs="+", type=_whole(1), default=[1, 64, 256],
+                       help="batch sizes B on the preset")
+    speed.add_argument("--sizes", nargs="+", type=_whole(2), default=[16, 64, 256, 1024],
+                       help="cluster sizes N (K = N/2, load per node of CoRE-v0)")
+    speed.add_argument("--no-first-call", action="store_true",
+                       help="skip the fresh-process timings")
     speed.add_argument("--seed", type=_whole(0), default=0, help="seed")
     speed.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     pt = command("policy-time", "episode wall time per policy (inference cost)")
@@ -209,8 +224,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"results in {args.out}/")
     elif args.suite == "speed":
         from benchmarks import speed as sp
-        res = sp.run(args.preset, args.runs, args.pz_steps, args.num_envs, args.batched_steps,
-                     args.seed, progress=True)
+        res = sp.run(args.preset, args.runs, args.seconds, tuple(args.backends),
+                     tuple(args.batch_sizes), tuple(args.sizes), seed=args.seed,
+                     first=not args.no_first_call, progress=True)
         print(sp.format_table(res))
         _write_json(args.out, res)
     elif args.suite == "policy-time":

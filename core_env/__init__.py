@@ -21,6 +21,7 @@ from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardCon
 from core_env.env import CoreSchedulerEnv
 from core_env.layout import Layout, observation_layout, state_layout
 from core_env.masks import sequential_mask, sequential_masks
+from core_env.observe import ObsBlocks, assemble
 from core_env.presets import PRESETS, make_config
 from core_env.registry import register_presets
 from core_env.workload import Workload, generate_workload
@@ -35,8 +36,8 @@ register_presets()
 
 __all__ = [
     "BatchedCoreEnv", "CentralCoreEnv", "ClusterConfig", "CoreConfig", "CoreSchedulerEnv",
-    "EpisodeConfig", "Layout", "PRESETS", "RewardConfig", "Workload", "WorkloadConfig",
-    "env", "generate_workload", "make_batched", "make_config", "observation_layout",
+    "EpisodeConfig", "Layout", "ObsBlocks", "PRESETS", "RewardConfig", "Workload", "WorkloadConfig",
+    "assemble", "env", "generate_workload", "make_batched", "make_config", "observation_layout",
     "parallel_env", "raw_env", "register_presets", "scheduler_v0", "sequential_mask",
     "sequential_masks", "state_layout",
 ]

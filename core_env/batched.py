@@ -25,10 +25,14 @@ from core_env import dynamics
 from core_env.config import CoreConfig, check_seed
 from core_env.dynamics import EPISODE_KEYS
 from core_env.layout import Layout
-from core_env.observe import Observer
+from core_env.observe import ObsBlocks, Observer
 from core_env.presets import make_config
 from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import Workload, generate_workloads
+
+
+OBSERVATIONS = ("full", "blocks")
+"""Observation formats of :class:`BatchedCoreEnv` (its ``observations`` argument)."""
 
 
 class BatchedCoreEnv:
@@ -40,19 +44,31 @@ class BatchedCoreEnv:
         seed: default seed for the first :meth:`reset` (int or B ints).
         copy: if True (default) ``reset``/``step`` return fresh arrays; if False they return
             internal buffers that the next call overwrites (faster; copy what you keep).
+        backend: ``"numba"``, ``"numpy"`` or ``None`` (numba when installed); see
+            :data:`core_env.dynamics.BACKENDS`.
+        observations: ``"full"`` (default): ``obs`` is float32[B, N, D], every node's flat
+            observation; ``"blocks"``: ``obs`` is an :class:`~core_env.observe.ObsBlocks`
+            of the blocks those are made of (globals [B, G], nodes [B, N, NF], the task
+            table [B, K, F], which every node shares), without the N copies of the table;
+            :func:`core_env.observe.assemble` turns it into the full array.
     """
 
     def __init__(self, config: CoreConfig, num_envs: int, seed: int | Sequence[int] | None = None,
-                 copy: bool = True) -> None:
+                 copy: bool = True, backend: str | None = None,
+                 observations: str = "full") -> None:
         if (isinstance(num_envs, bool) or not isinstance(num_envs, int)
                 or not 1 <= num_envs <= 65536):
             raise ValueError(f"num_envs: expected an integer in [1, 65536], got {num_envs!r}")
         self.config = config
+        if observations not in OBSERVATIONS:
+            raise ValueError(f"observations: expected one of {OBSERVATIONS}, got "
+                             f"{observations!r}")
         self.num_envs = num_envs
         self.copy = copy
-        self.params = dynamics.StepParams.from_config(config)
+        self.observations = observations
+        self.params = dynamics.StepParams.from_config(config, backend)
         self.sim: BatchState = allocate(config, num_envs)
-        self._observer = Observer(config, num_envs)
+        self._observer = Observer(config, num_envs, self.params.backend)
         self.layout: Layout = self._observer.obs_layout
         self.n_nodes = config.cluster.n_nodes
         self.n_actions = config.cluster.max_visible_tasks + 1
@@ -80,8 +96,8 @@ class BatchedCoreEnv:
             load_workload(self.sim, b, wl)
         self._next = [None] * self.num_envs
         self._prefetch()
-        dynamics.arrive(self.sim)
-        return self._out(*self._observer.observe(self.sim))
+        dynamics.arrive(self.sim, backend=self.params.backend)
+        return self._observe()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                   np.ndarray, dict[str, Any]]:
@@ -91,7 +107,8 @@ class BatchedCoreEnv:
             actions: int[B, N] in [0, K].
 
         Returns:
-            ``(obs, mask, reward, done, info)``: float32[B, N, D], int8[B, N, K+1],
+            ``(obs, mask, reward, done, info)``: float32[B, N, D] (an
+            :class:`~core_env.observe.ObsBlocks` with ``observations="blocks"``), int8[B, N, K+1],
             float64[B], bool[B], and a dict with bool[B] ``terminated``/``truncated``,
             int64[B] ``successes``, and ``episode``: a dict of arrays over the finished
             environments (``env`` = their indices, then every key of the PettingZoo
@@ -116,8 +133,8 @@ class BatchedCoreEnv:
             for b in finished:
                 load_workload(self.sim, int(b), self._next[b])
                 self._next[b] = None
-            dynamics.arrive(self.sim, rows=done)
-        obs, mask = self._out(*self._observer.observe(self.sim))
+            dynamics.arrive(self.sim, rows=done, backend=self.params.backend)
+        obs, mask = self._observe()
         info = {"terminated": res.terminated, "truncated": res.truncated,
                 "successes": res.successes, "episode": episode}
         return obs, mask, res.reward, done, info
@@ -144,19 +161,33 @@ class BatchedCoreEnv:
                              f"[0, {self.n_actions - 1}], got {a[b, n]}")
         return a
 
-    def _out(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (obs.copy(), mask.copy()) if self.copy else (obs, mask)
+    def _observe(self) -> tuple[np.ndarray | ObsBlocks, np.ndarray]:
+        ob = self._observer
+        if self.observations == "full":
+            obs, mask = ob.observe(self.sim)
+            return (obs.copy(), mask.copy()) if self.copy else (obs, mask)
+        ob.compute(self.sim)
+        mask = ob.write_mask(self.sim, ob.mask)
+        blocks = ObsBlocks(ob.globals, ob.nodes, ob.table)
+        if self.copy:
+            return ObsBlocks(*(a.copy() for a in blocks)), mask.copy()
+        return blocks, mask
 
     def states(self) -> np.ndarray:
         """Global states float32[B, S] of the current step (for centralised critics)."""
-        return np.stack([self._observer.state(b) for b in range(self.num_envs)])
+        ob = self._observer
+        b = self.num_envs
+        return np.concatenate([ob.globals, ob.nodes.reshape(b, -1), ob.table.reshape(b, -1)],
+                              axis=1)
 
 
 def make_batched(env_id: str = "CoRE-v0", num_envs: int = 64,
                  seed: int | Sequence[int] | None = None,
-                 copy: bool = True, **overrides: Any) -> BatchedCoreEnv:
+                 copy: bool = True, backend: str | None = None, observations: str = "full",
+                 **overrides: Any) -> BatchedCoreEnv:
     """A :class:`BatchedCoreEnv` of a preset (``"CoRE-v0"`` or ``"core_env/CoRE-v0"``)."""
     if not isinstance(env_id, str):
         raise ValueError(f"env_id: expected a preset id such as 'CoRE-v0', got {env_id!r}")
     preset = env_id.split("/", 1)[1] if env_id.startswith("core_env/") else env_id
-    return BatchedCoreEnv(make_config(preset, **overrides), num_envs, seed=seed, copy=copy)
+    return BatchedCoreEnv(make_config(preset, **overrides), num_envs, seed=seed, copy=copy,
+                          backend=backend, observations=observations)

@@ -40,19 +40,26 @@ class CentralCoreEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        obs, _ = self.par.reset(seed=seed, options=options)
-        return self._obs(obs), {}
+        self.par.reset(seed=seed, options=options)
+        return self._obs(), {}
 
     def step(self, action):
         a = np.asarray(action)
         if a.shape != (self.n_nodes,) or not np.issubdtype(a.dtype, np.integer):
             raise ValueError(f"action: expected an int array of shape ({self.n_nodes},), got "
                              f"shape {a.shape} dtype {a.dtype}")
-        actions = {agent: int(x) for agent, x in zip(self.par.possible_agents, a)}
-        obs, rew, term, trunc, infos = self.par.step(actions)
-        first = self.par.possible_agents[0]
-        info = infos[first]
-        return self._obs(obs), rew[first], term[first], trunc[first], info
+        if not self.par.agents:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        bad = (a < 0) | (a >= self.n_actions)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"action[{i}] (node_{i}): expected an int in "
+                             f"[0, {self.n_actions - 1}], got {a[i]}")
+        # the dynamics directly, without the PettingZoo shell's per-agent observations
+        rew, term, trunc, info = self.par._step_joint(a.astype(np.int64))
+        if term or trunc:
+            self.par.agents = []
+        return self._obs(), rew, term, trunc, info
 
     def action_masks(self) -> np.ndarray:
         """bool[N * (K + 1)]: the per-node masks concatenated (MaskablePPO's format)."""
@@ -61,6 +68,7 @@ class CentralCoreEnv(gymnasium.Env):
     def render(self):
         return self.par.render()
 
-    def _obs(self, obs: dict) -> dict[str, np.ndarray]:
-        self._mask = np.stack([obs[a]["action_mask"] for a in self.par.possible_agents])
+    def _obs(self) -> dict[str, np.ndarray]:
+        _, mask = self.par._observer.observe(self.par.sim)  # also fills what state() reads
+        self._mask = mask[0].copy()
         return {"state": self.par.state(), "action_mask": self._mask.copy()}

@@ -78,11 +78,11 @@ class ClusterConfig:
     """The compute nodes (agents) and what they can see."""
 
     n_nodes: int = 16
-    """Number of compute nodes N; each node is one agent ``node_i``. Range [1, 256]."""
+    """Number of compute nodes N; each node is one agent ``node_i``. Range [1, 1024]."""
 
     max_visible_tasks: int = 32
     """Number K of visible task slots; the action of a node is ``Discrete(K + 1)``.
-    Range [1, 256]."""
+    Range [1, 512]."""
 
     node_speeds: tuple[float, ...] | None = None
     """Fixed per-node speeds v_i (length ``n_nodes``, each in (0, 4]); ``None`` = all 1.0."""
@@ -97,8 +97,8 @@ class ClusterConfig:
     in the previous slot (0 = no switching cost, as in the paper)."""
 
     def __post_init__(self) -> None:
-        _check_int("n_nodes", self.n_nodes, 1, 256)
-        _check_int("max_visible_tasks", self.max_visible_tasks, 1, 256)
+        _check_int("n_nodes", self.n_nodes, 1, 1024)
+        _check_int("max_visible_tasks", self.max_visible_tasks, 1, 512)
         _check_float("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
         _canonical(self, n_nodes=int, max_visible_tasks=int, switch_cost=float)
         if self.node_speeds is not None and self.speed_choices is not None:
@@ -170,7 +170,7 @@ class WorkloadConfig:
     integers with 1 <= low <= high <= 10000."""
 
     parallelism_choices: tuple[int, ...] = (1, 2, 4, 8)
-    """Maximum parallelism p_j is drawn uniformly from these values (each in [1, 256])."""
+    """Maximum parallelism p_j is drawn uniformly from these values (each in [1, 1024])."""
 
     alpha_range: tuple[float, float] = (0.6, 1.0)
     """Range of the scaling exponent alpha_j (uniform): k nodes add k**alpha work. Within (0, 1]."""
@@ -193,8 +193,8 @@ class WorkloadConfig:
             _fail("window", w, "an (int, int) tuple with 1 <= low <= high <= 10000")
         pc = self.parallelism_choices
         if not (isinstance(pc, tuple) and len(pc) > 0 and all(
-                _is_int(v) and 1 <= v <= 256 for v in pc)):
-            _fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 256]")
+                _is_int(v) and 1 <= v <= 1024 for v in pc)):
+            _fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 1024]")
         _check_range("alpha_range", self.alpha_range, 0.0, 1.0, lo_open=True)
         _canonical(self, load=float, base_arrival_rate=float, arrival_slots=int)
 

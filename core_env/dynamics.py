@@ -36,6 +36,31 @@ from core_env.state import ACTIVE, EXPIRED, QUEUED, SLOPE_LAG, SUCCEEDED, BatchS
 
 
 
+BACKENDS = ("numba", "numpy")
+"""Implementations of :func:`step`, :func:`arrive` and the observations: ``"numba"``, the
+compiled kernels of :mod:`core_env._kernels` (the default when numba is installed: the
+``fast`` extra), and ``"numpy"``, the vectorised code of this module (the reference). Both
+give the same bits; ``tests/core_env/test_kernels.py`` checks it."""
+
+
+def default_backend() -> str:
+    """``"numba"`` if the compiled math of :mod:`core_env.pmath` is in use (numba installed
+    and ``CORE_ENV_PMATH`` not set to ``numpy``), else ``"numpy"``."""
+    return "numba" if pmath.BACKEND == "numba" else "numpy"
+
+
+def check_backend(backend: str | None) -> str:
+    """``backend`` checked (``None`` = :func:`default_backend`)."""
+    if backend is None:
+        return default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS} or None, got {backend!r}")
+    if backend == "numba" and pmath.BACKEND != "numba":
+        raise ValueError("backend: 'numba' needs numba (pip install 'core-env[fast]') and "
+                         "CORE_ENV_PMATH not set to 'numpy'")
+    return backend
+
+
 @dataclass(frozen=True)
 class StepParams:
     """Constants of the dynamics, derived once from a :class:`CoreConfig`."""
@@ -46,12 +71,14 @@ class StepParams:
     beta: float
     arrival_slots: int
     max_steps: int
+    backend: str = "numpy"
 
     @classmethod
-    def from_config(cls, cfg: CoreConfig) -> StepParams:
+    def from_config(cls, cfg: CoreConfig, backend: str | None = None) -> StepParams:
         return cls(n_nodes=cfg.cluster.n_nodes, n_slots=cfg.cluster.max_visible_tasks,
                    switch_cost=cfg.cluster.switch_cost, beta=cfg.reward.shaping_beta,
-                   arrival_slots=cfg.workload.arrival_slots, max_steps=cfg.max_steps)
+                   arrival_slots=cfg.workload.arrival_slots, max_steps=cfg.max_steps,
+                   backend=check_backend(backend))
 
 
 OBSERVED, LOST, FAILED = 0, 1, 2
@@ -81,12 +108,15 @@ class StepResult(NamedTuple):
     truncated: np.ndarray  # bool[B]
 
 
-def arrive(s: BatchState, rows: np.ndarray | None = None) -> None:
+def arrive(s: BatchState, rows: np.ndarray | None = None, backend: str = "numpy") -> None:
     """Steps 7-8 at the current slot ``s.t``: expire due tasks, queue arrivals, fill slots.
 
     Args:
         rows: bool[B] environments to process (``None`` = all).
+        backend: one of :data:`BACKENDS` (``StepParams.backend``).
     """
+    if backend == "numba":
+        return _compiled_arrive(s, rows)
     t = s.t
     # 7. expiry of visible tasks
     due = (s.slot_task >= 0) & (s.slot_deadline <= t[:, None])
@@ -212,6 +242,8 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
         The :class:`StepResult`. Environments that finished are left in their final state;
         resetting them is the caller's job.
     """
+    if p.backend == "numba":
+        return _compiled_step(s, actions, p, loss_hook)
     bsz, n = actions.shape
     k = p.n_slots
     rows = np.arange(bsz)[:, None]
@@ -332,6 +364,62 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
     s.ep_return += reward
     return StepResult(reward=reward, successes=successes, terminated=terminated,
                       truncated=truncated)
+
+
+def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
+                   loss_hook: Callable | None) -> StepResult:
+    """:func:`step` on the compiled kernels of :mod:`core_env._kernels` (the same result)."""
+    from core_env._kernels import apply, finish, resolve, table_losses
+
+    actions = np.ascontiguousarray(actions, dtype=np.int64)
+    bsz, n = actions.shape
+    k = p.n_slots
+    a = np.empty((bsz, n), dtype=np.int64)
+    task_of = np.empty((bsz, n), dtype=np.int64)
+    count = np.empty((bsz, k), dtype=np.int64)
+    work = np.zeros((bsz, k), dtype=np.float32)
+    resolve(actions, s.slot_task, s.slot_cap, s.slot_alpha, s.slot_work, s.last_task, s.speed,
+            np.float32(1.0 - p.switch_cost), p.switch_cost > 0.0, a, task_of, count, work,
+            s.illegal, s.conflicts, s.switches, s.busy)
+    log_loss = np.zeros((bsz, k))
+    outcome = np.zeros((bsz, k), dtype=np.int8)
+    if loss_hook is None:
+        table_losses(count, work, s.slot_task, s.w_log_loss, float(LOG_WORK_GRID[0]),
+                     1.0 / GRID_STEP, GRID_SIZE, log_loss)
+    else:  # live mode: the losses come from real training
+        tb, tk = np.nonzero(count)
+        hook_ll, out = loss_hook(TrainedSlots(tb, tk, s.slot_task[tb, tk], count[tb, tk],
+                                              work[tb, tk], a))
+        outcome[tb, tk] = np.asarray(out)
+        log_loss[tb, tk] = np.asarray(hook_ll, dtype=np.float64)
+    successes = np.empty(bsz, dtype=np.int64)
+    apply(count, work, log_loss, outcome, a, task_of, s.status, s.slot_task, s.slot_work,
+          s.slot_log1p_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi, s.slot_slope,
+          s.slot_n_obs, s.slot_nodes_last, s.slot_log_target, s.ring_log_work, s.ring_log_loss,
+          s.hist_log_work, s.hist_log_loss, s.last_task, s.completed, s.expired, successes)
+    s.t += 1
+    _compiled_arrive(s, None)
+    reward = np.empty(bsz)
+    terminated = np.empty(bsz, dtype=np.bool_)
+    truncated = np.empty(bsz, dtype=np.bool_)
+    finish(a, task_of, s.slot_task, s.slot_psi, s.last_slot, s.t, s.queued, p.arrival_slots,
+           p.max_steps, p.beta, successes, s.phi, s.ep_return, reward, terminated, truncated)
+    return StepResult(reward=reward, successes=successes, terminated=terminated,
+                      truncated=truncated)
+
+
+def _compiled_arrive(s: BatchState, rows: np.ndarray | None) -> None:
+    """:func:`arrive` on the compiled kernel."""
+    from core_env._kernels import arrive
+
+    if rows is None:
+        rows = np.ones(s.batch_size, dtype=np.bool_)
+    arrive(np.ascontiguousarray(rows, dtype=np.bool_), s.t, s.status, s.w_arrival,
+           s.w_deadline, s.w_cap, s.w_alpha, s.w_log_target, s.next_task, s.queue_head,
+           s.queued, s.arrived, s.expired, s.mean_speed, s.speed.shape[1], s.slot_task,
+           s.slot_arrival, s.slot_deadline, s.slot_admitted, s.slot_cap, s.slot_alpha,
+           s.slot_rate, s.slot_log_target, s.slot_work, s.slot_log1p_work, s.slot_log_loss,
+           s.slot_first_log_loss, s.slot_psi, s.slot_slope, s.slot_n_obs, s.slot_nodes_last)
 
 
 EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",

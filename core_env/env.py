@@ -18,6 +18,12 @@ from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import Workload, generate_workload, validate_workload
 
 
+_PLAIN_INTS = frozenset({int, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16,
+                         np.uint32, np.uint64, np.intp})
+"""Action types taken without the full check (:meth:`CoreSchedulerEnv.check_action` runs for
+anything else, and for values out of range)."""
+
+
 class CoreSchedulerEnv(ParallelEnv):
     """Arrival-driven, discrete-node CoRE-Learning scheduler (PettingZoo parallel API).
 
@@ -67,6 +73,8 @@ class CoreSchedulerEnv(ParallelEnv):
     a full :class:`CoreConfig`, or a preset id (default ``"CoRE-v0"``) with flat overrides
     such as ``n_nodes``, ``max_visible_tasks``, ``load``, ``shaping_beta``, ``switch_cost``,
     ``node_speeds``, ``max_steps`` (alias ``max_cycles``, PettingZoo's name).
+    ``backend``: ``"numba"`` (compiled; the default when numba is installed) or
+    ``"numpy"`` (the reference code); both give the same bits.
     ``reset(seed, options={"workload": w})`` replays a given :class:`Workload`.
 
     ## Version History
@@ -77,7 +85,8 @@ class CoreSchedulerEnv(ParallelEnv):
                 "is_parallelizable": True}
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
-                 render_mode: str | None = None, **overrides: Any) -> None:
+                 render_mode: str | None = None, backend: str | None = None,
+                 **overrides: Any) -> None:
         if "max_cycles" in overrides:  # PettingZoo's name for the step limit
             if "max_steps" in overrides:
                 raise ValueError("max_cycles: give max_cycles or max_steps, not both")
@@ -94,13 +103,13 @@ class CoreSchedulerEnv(ParallelEnv):
             raise ValueError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
         self.config = config
         self.render_mode = render_mode
-        self.params = dynamics.StepParams.from_config(config)
+        self.params = dynamics.StepParams.from_config(config, backend)
         n, k = config.cluster.n_nodes, config.cluster.max_visible_tasks
         self.possible_agents = [f"node_{i}" for i in range(n)]
         self.agents: list[str] = []
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self.sim: BatchState = allocate(config, 1)
-        self._observer = Observer(config, 1)
+        self._observer = Observer(config, 1, self.params.backend)
         self.layout: Layout = self._observer.obs_layout
         self.state_layout: Layout = self._observer.state_layout
         lo, hi = self.layout.bounds()
@@ -134,27 +143,24 @@ class CoreSchedulerEnv(ParallelEnv):
         wl = self._episode_workload(seed, options)
         self.workload = wl
         load_workload(self.sim, 0, wl)
-        dynamics.arrive(self.sim)
+        dynamics.arrive(self.sim, backend=self.params.backend)
         self.agents = list(self.possible_agents)
         return self._observations(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
         """Advance one slot with one action per live agent (see the class docstring)."""
-        res = self._advance(self._parse_actions(actions))
+        reward, term, trunc, info = self._step_joint(self._parse_actions(actions))
         obs = self._observations()
-        reward = float(res.reward[0])
-        term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
         agents = self.agents
         rewards = {a: reward for a in agents}
         terminations = {a: term for a in agents}
         truncations = {a: trunc for a in agents}
-        infos: dict[str, dict] = {a: {} for a in agents}
+        if info:
+            infos = {a: {key: dict(v) if isinstance(v, dict) else v for key, v in info.items()}
+                     for a in agents}
+        else:
+            infos = {a: {} for a in agents}
         if term or trunc:
-            stats = self._episode_stats()
-            for a in agents:
-                infos[a]["episode"] = dict(stats)
-                if trunc:
-                    infos[a]["TimeLimit.truncated"] = True
             self.agents = []
         return obs, rewards, terminations, truncations, infos
 
@@ -185,6 +191,19 @@ class CoreSchedulerEnv(ParallelEnv):
             return validate_workload(options["workload"], self.config)
         return generate_workload(self.config, self._rng)
 
+    def _step_joint(self, joint: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        """One slot of joint action ``joint``: the team's reward, terminated, truncated and
+        info (``episode`` and ``TimeLimit.truncated`` at the end; observations are left to
+        the caller)."""
+        res = self._advance(joint)
+        term, trunc = bool(res.terminated[0]), bool(res.truncated[0])
+        info: dict[str, Any] = {}
+        if term or trunc:
+            info["episode"] = self._episode_stats()
+            if trunc:
+                info["TimeLimit.truncated"] = True
+        return float(res.reward[0]), term, trunc, info
+
     def _advance(self, joint: np.ndarray) -> dynamics.StepResult:
         """Run the dynamics for one slot of joint action ``joint`` (int64[N])."""
         return dynamics.step(self.sim, joint[None, :], self.params)
@@ -194,8 +213,12 @@ class CoreSchedulerEnv(ParallelEnv):
         return dynamics.episode_stats(self.sim, 0)
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
-        obs, mask = self._observer.observe(self.sim)
-        own_obs, own_mask = obs[0].copy(), mask[0].copy()  # one copy; agents get row views
+        # written straight into fresh arrays; the agents' entries are row views of them, so
+        # observations the caller keeps are never overwritten by a later step
+        obs, mask = self._observer.observe(self.sim, out=(
+            np.empty(self._observer.obs.shape, dtype=np.float32),
+            np.empty(self._observer.mask.shape, dtype=np.int8)))
+        own_obs, own_mask = obs[0], mask[0]
         return {a: {"observation": own_obs[i], "action_mask": own_mask[i]}
                 for i, a in enumerate(self.possible_agents)}
 
@@ -221,11 +244,14 @@ class CoreSchedulerEnv(ParallelEnv):
         if not isinstance(actions, dict):
             raise ValueError(f"actions: expected a dict agent -> int, got "
                              f"{type(actions).__name__}")
-        joint = np.zeros(len(self.possible_agents), dtype=np.int64)
+        index, k = self._index, self.config.cluster.max_visible_tasks
+        values = [0] * len(self.possible_agents)
         for agent, act in actions.items():
-            value = self.check_action(agent, act)  # raises for an unknown agent
-            joint[self._index[agent]] = value
-        missing = [a for a in self.agents if a not in actions]
-        if missing:
+            i = index.get(agent) if type(agent) is str else None
+            if type(act) not in _PLAIN_INTS or i is None or not 0 <= act <= k:
+                act = self.check_action(agent, act)  # raises, naming what is wrong
+            values[i] = act
+        if len(actions) < len(self.agents):
+            missing = [a for a in self.agents if a not in actions]
             raise KeyError(f"missing actions for agents {missing}")
-        return joint
+        return np.array(values, dtype=np.int64)

@@ -8,6 +8,8 @@ into buffers allocated once.
 from __future__ import annotations
 
 
+from typing import NamedTuple
+
 import numpy as np
 
 from core_env import pmath
@@ -18,6 +20,30 @@ from core_env.dynamics import queue_window
 from core_env.state import NEVER, BatchState
 
 _LOG_WORK_NORM = 1.0 / float(pmath.log1p(WORK_MAX))
+_KERNEL_TASK = ("present", "time_to_deadline", "age", "critical", "loss_gap", "progress",
+                "log_work", "slope", "nodes_last", "cap", "alpha", "reachable_work")
+_KERNEL_GLOBAL = ("time", "arrivals_open", "queue_len", "active", "busy_last", "queue_urgency")
+_KERNEL_NODE = ("speed", "node_index", "idle_last", "last_slot")
+
+
+class ObsBlocks(NamedTuple):
+    """The blocks every node's observation is made of, for a batch (``observations="blocks"``
+    of :class:`core_env.BatchedCoreEnv`): node i's flat observation in environment b is
+    ``[globals[b] | nodes[b, i] | tasks[b].ravel()]`` (:func:`assemble`)."""
+
+    globals: np.ndarray  # float32[B, G], the global features
+    nodes: np.ndarray  # float32[B, N, NF], each node's own features
+    tasks: np.ndarray  # float32[B, K, F], the task table, the same for every node
+
+
+def assemble(blocks: ObsBlocks) -> np.ndarray:
+    """Every node's flat observation float32[B, N, D] from its :class:`ObsBlocks` (the
+    ``observations="full"`` array)."""
+    g, nodes, tasks = blocks
+    b, n, _ = nodes.shape
+    return np.concatenate([np.broadcast_to(g[:, None, :], (b, n, g.shape[1])), nodes,
+                           np.broadcast_to(tasks.reshape(b, 1, -1), (b, n, tasks[0].size))],
+                          axis=2)
 
 
 def full_rate(s: BatchState) -> np.ndarray:
@@ -32,9 +58,12 @@ class Observer:
     Args:
         cfg: the environment configuration.
         batch_size: B.
+        backend: ``"numpy"`` (this module's code, the reference) or ``"numba"`` (the
+            compiled kernel of :mod:`core_env._kernels`; the same bits).
     """
 
-    def __init__(self, cfg: CoreConfig, batch_size: int) -> None:
+    def __init__(self, cfg: CoreConfig, batch_size: int, backend: str = "numpy") -> None:
+        self.backend = backend
         c = cfg.cluster
         self.n, self.k = c.n_nodes, c.max_visible_tasks
         self.obs_layout: Layout = observation_layout(self.n, self.k)
@@ -51,6 +80,12 @@ class Observer:
         self.nodes = np.zeros((b, self.n, lay.node_size), dtype=np.float32)
         self.node_index = np.float32(np.arange(self.n) / max(self.n - 1, 1))
         self._col = {f.name: i for i, f in enumerate(lay.task_features)}
+        # the compiled kernel's column of each feature, in its own (fixed) order
+        self._kcols = tuple(np.array([names.index(f) for f in order], dtype=np.int64)
+                            for names, order in (
+                                ([f.name for f in lay.task_features], _KERNEL_TASK),
+                                ([f.name for f in lay.global_features], _KERNEL_GLOBAL),
+                                ([f.name for f in lay.node_features], _KERNEL_NODE)))
 
     def _compute_tables(self, s: BatchState) -> None:
         """Fill the global, node and shared task-table buffers, feature by feature name."""
@@ -108,17 +143,43 @@ class Observer:
         for j, f in enumerate(self.obs_layout.node_features):
             self.nodes[:, :, j] = node[f.name]
 
-    def observe(self, s: BatchState) -> tuple[np.ndarray, np.ndarray]:
-        """Observations float32[B, N, D] and masks int8[B, N, K+1] (internal buffers)."""
-        self._compute_tables(s)
+    def observe(self, s: BatchState, out: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Observations float32[B, N, D] and masks int8[B, N, K+1], written into ``out``
+        (C-contiguous arrays of those shapes and dtypes) or else into internal buffers that
+        the next call overwrites."""
+        obs, mask = (self.obs, self.mask) if out is None else out
+        self.compute(s)
         lay, b = self.obs_layout, s.batch_size
-        obs = self.obs
         obs[:, :, : lay.global_size] = self.globals[:, None, :]
         obs[:, :, lay.node_block] = self.nodes
         obs[:, :, lay.task_block] = self.table.reshape(b, 1, -1)
-        self.mask[:, :, 0] = 1
-        self.mask[:, :, 1:] = (s.slot_task >= 0)[:, None, :]
-        return obs, self.mask
+        self.write_mask(s, mask)
+        return obs, mask
+
+    def compute(self, s: BatchState) -> None:
+        """Fill the blocks every observation is made of: :attr:`globals` [B, G],
+        :attr:`nodes` [B, N, NF] and the shared task table :attr:`table` [B, K, F]."""
+        if self.backend == "numba":
+            from core_env import _kernels
+            tcol, gcol, ncol = self._kcols
+            w = self.max_window
+            _kernels.observe(
+                s.t, s.queued, s.last_task, s.last_slot, s.speed, s.status, s.w_deadline,
+                s.queue_head, s.next_task, s.slot_task, s.slot_arrival, s.slot_deadline,
+                s.slot_cap, s.slot_alpha, s.slot_rate, s.slot_log1p_work, s.slot_log_loss,
+                s.slot_log_target, s.slot_psi, s.slot_slope, s.slot_n_obs, s.slot_nodes_last,
+                tcol, gcol, ncol, 1.0 / w, w, np.float32(1.0 / self.n),
+                np.float32(1.0 / self.k), self.max_steps, self.arrival_slots, self.max_speed,
+                _LOG_WORK_NORM, self.node_index, self.table, self.globals, self.nodes)
+        else:
+            self._compute_tables(s)
+
+    def write_mask(self, s: BatchState, mask: np.ndarray) -> np.ndarray:
+        """The masks int8[B, N, K+1] into ``mask``: idle and every occupied slot."""
+        mask[:, :, 0] = 1
+        mask[:, :, 1:] = (s.slot_task >= 0)[:, None, :]
+        return mask
 
     def state(self, row: int) -> np.ndarray:
         """Global state float32[S] of environment ``row`` (call :meth:`observe` first)."""

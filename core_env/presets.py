@@ -10,6 +10,8 @@ CoRE-HeldOut-v0     training load, held-out family mix (different parameters)
 CoRE-Small-v0       4 nodes, K=8, 40 arrival slots: tiny and fast (tests, examples)
 CoRE-Real-v0        training load, real curves (held-out split of the banks)
 CoRE-RealTrace-v0   as CoRE-Real-v0 with real bursty arrivals (Alibaba 2018)
+CoRE-256-v0         256 nodes, K=128, the training load per node (16x the arrivals)
+CoRE-1024-v0        1,024 nodes, K=512, the training load per node (64x the arrivals)
 ==================  ==========================================================
 
 The real presets replay the *held-out* split of each real curve bank (lcdb, scan, sb3-rl,
@@ -29,6 +31,15 @@ from core_env.config import ClusterConfig, CoreConfig, WorkloadConfig
 
 TRAINING = CoreConfig()
 
+
+def scaled(n_nodes: int, max_visible_tasks: int) -> CoreConfig:
+    """The training preset on ``n_nodes`` nodes with ``max_visible_tasks`` slots and the
+    arrival rate scaled with the node count (the same load per node)."""
+    return TRAINING.replace(n_nodes=n_nodes, max_visible_tasks=max_visible_tasks,
+                            base_arrival_rate=TRAINING.workload.base_arrival_rate
+                            * n_nodes / TRAINING.cluster.n_nodes)
+
+
 PRESETS: dict[str, CoreConfig] = {
     "CoRE-v0": TRAINING,
     "CoRE-Heavy-v0": TRAINING.replace(load=1.5),
@@ -41,6 +52,8 @@ PRESETS: dict[str, CoreConfig] = {
         workload=WorkloadConfig(base_arrival_rate=0.3, arrival_slots=40,
                                 required_work=(2.0, 40.0), window=(3, 40),
                                 parallelism_choices=(1, 2, 4))),
+    "CoRE-256-v0": scaled(256, 128),
+    "CoRE-1024-v0": scaled(1024, 512),
 }
 """Preset id -> configuration."""
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from core_env.masks import sequential_mask
 from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           SlotTracker, assign_nodes, fill_by_priority)
 
@@ -43,9 +42,13 @@ class RandomPolicy(CentralPolicy):
     def decide(self, view: ClusterView) -> np.ndarray:
         n = view.n_nodes
         actions = np.zeros(n, dtype=np.int64)
-        for i in range(n):
-            mask = sequential_mask(view.masks[i], view.cap, actions[:i])
-            actions[i] = self.rng.choice(np.flatnonzero(mask))
+        used = np.zeros(np.asarray(view.cap).shape, dtype=np.int64)  # picks so far per slot
+        room = np.ones(view.masks.shape[1], dtype=np.int8)
+        for i in range(n):  # = sequential_mask(view.masks[i], view.cap, actions[:i])
+            room[1:] = used < view.cap
+            actions[i] = a = self.rng.choice(np.flatnonzero(view.masks[i] & room))
+            if a > 0:
+                used[a - 1] += 1
         return actions
 
 

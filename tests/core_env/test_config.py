@@ -15,9 +15,9 @@ PRESET_IDS = ["CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0", 
 
 # (field, bad value, name that must appear in the message)
 BAD_VALUES = [
-    ("n_nodes", 0), ("n_nodes", 257), ("n_nodes", 4.0), ("n_nodes", True), ("n_nodes", "4"),
+    ("n_nodes", 0), ("n_nodes", 1025), ("n_nodes", 4.0), ("n_nodes", True), ("n_nodes", "4"),
     ("n_nodes", -3),
-    ("max_visible_tasks", 0), ("max_visible_tasks", 257), ("max_visible_tasks", 2.5),
+    ("max_visible_tasks", 0), ("max_visible_tasks", 513), ("max_visible_tasks", 2.5),
     ("max_visible_tasks", None),
     ("switch_cost", -0.1), ("switch_cost", 1.0), ("switch_cost", 1.5), ("switch_cost", math.nan),
     ("switch_cost", "0.1"),
@@ -36,7 +36,7 @@ BAD_VALUES = [
     ("deadline_slack", (0.0, 1.0)), ("deadline_slack", (1.0, 25.0)), ("deadline_slack", (2.0, 1.0)),
     ("window", (0, 5)), ("window", (5, 4)), ("window", (1, 10_001)), ("window", (1.0, 5.0)),
     ("window", (1, 2, 3)), ("window", 5),
-    ("parallelism_choices", ()), ("parallelism_choices", (0,)), ("parallelism_choices", (257,)),
+    ("parallelism_choices", ()), ("parallelism_choices", (0,)), ("parallelism_choices", (1025,)),
     ("parallelism_choices", (1.5,)), ("parallelism_choices", (True,)), ("parallelism_choices", 2),
     ("alpha_range", (0.0, 1.0)), ("alpha_range", (0.5, 1.5)), ("alpha_range", (0.9, 0.6)),
     ("shaping_beta", -0.5), ("shaping_beta", 100.5), ("shaping_beta", math.inf),

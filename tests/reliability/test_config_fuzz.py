@@ -37,8 +37,8 @@ GENERIC_BAD = [None, "x", "", {}, float("nan"), float("inf"), -float("inf"), Tru
 
 # Field-specific out-of-range values (each invalid for CoRE-Small-v0, n_nodes = 4).
 SPECIFIC_BAD: dict[str, list[Any]] = {
-    "n_nodes": [0, -1, 257, 1.5, np.float64(2.0)],
-    "max_visible_tasks": [0, 257, 2.0],
+    "n_nodes": [0, -1, 1025, 1.5, np.float64(2.0)],
+    "max_visible_tasks": [0, 513, 2.0],
     "node_speeds": [(1.0,) * 3, (1.0,) * 5, (1.0, 1.0, 1.0, 0.0), (1.0, 1.0, 1.0, -1.0),
                     (1.0, 1.0, 1.0, 4.5), (1.0, 1.0, 1.0, "1"), "1111", (),
                     (1.0, 1.0, 1.0, 10**400)],
@@ -52,7 +52,7 @@ SPECIFIC_BAD: dict[str, list[Any]] = {
     "required_work": [(1.0,), (5.0, 1.0), (0.1, 1.0), (1.0, 3000.0), (1.0, 2.0, 3.0)],
     "deadline_slack": [(0.0, 1.0), (1.0, 21.0), (2.0, 1.0)],
     "window": [(0, 5), (5, 4), (1, 10_001), (1.0, 2), (1,), (np.float64(1), 3)],
-    "parallelism_choices": [(), (0,), (257,), (1.5,), (1, -2), ("1",)],
+    "parallelism_choices": [(), (0,), (1025,), (1.5,), (1, -2), ("1",)],
     "alpha_range": [(0.0, 1.0), (0.5, 1.1), (0.9, 0.5)],
     "shaping_beta": [-1.0, 100.5],
     "max_steps": [0, 1_000_001, 1.5, -3],
@@ -119,7 +119,7 @@ def test_every_random_valid_configuration_runs_an_episode_through_every_entry_po
 
 
 @PROPERTY
-@given(n=st.integers(1, 256), k=st.integers(1, 256), rate=st.floats(1e-6, 64.0),
+@given(n=st.integers(1, 1024), k=st.integers(1, 512), rate=st.floats(1e-6, 64.0),
        load=st.floats(1e-6, 20.0), slots=st.integers(1, 100_000),
        w=st.tuples(st.integers(1, 10_000), st.integers(1, 10_000)).map(sorted),
        beta=st.floats(0.0, 100.0), cost=st.floats(0.0, 0.999))
