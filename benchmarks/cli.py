@@ -145,6 +145,10 @@ def _parser() -> argparse.ArgumentParser:
     lv.add_argument("--seed-offset", type=_whole(0), default=0, help="the first seed")
     lv.add_argument("--reference", type=_policy, default="lara",
                     help="the policy the others are paired against")
+    lv.add_argument("--backend", choices=("local", "ray"), default="local",
+                    help="the runtime: worker processes here, or Ray actors")
+    lv.add_argument("--ray-address", default=None,
+                    help="with --backend ray: the cluster to join (default: a local Ray)")
     lv.add_argument("--out", type=Path, default=Path("results/live"),
                     help="results folder; rerun to resume")
     soak = command("soak", "1M env steps + 100k batched steps: memory and errors")
@@ -212,7 +216,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.suite == "live":
         from benchmarks import live
         rows = live.run(args.preset, args.policies or live.DEFAULT_POLICIES[args.preset],
-                        range(args.seed_offset, args.seed_offset + args.seeds), args.out)
+                        range(args.seed_offset, args.seed_offset + args.seeds), args.out,
+                        backend=args.backend, ray_address=args.ray_address)
         print(live.write(rows, args.out, args.reference))
         print(f"results in {args.out}/")
     elif args.suite == "forecast":

@@ -86,9 +86,11 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path
 
 def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
         seeds: Sequence[int] = tuple(range(10)), out: Path = Path("results/live"),
-        progress: bool = True) -> list[dict[str, Any]]:
-    """Run (or resume) the suite; returns one row per (policy, seed)."""
-    from core_env.live import LocalRuntime, live_config
+        progress: bool = True, backend: str = "local", ray_address: str | None = None
+        ) -> list[dict[str, Any]]:
+    """Run (or resume) the suite on the ``backend`` runtime (``"local"`` or ``"ray"``,
+    joining ``ray_address``); returns one row per (policy, seed)."""
+    from core_env.live import live_config, make_runtime
 
     cfg = live_config(preset)
     episodes, records = out / "episodes", out / "records"
@@ -104,7 +106,7 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                 rows[(policy, seed)] = json.loads(path.read_text())
                 continue
             if runtime is None:
-                runtime = LocalRuntime(cfg.cluster.n_nodes, time_limit=120.0)
+                runtime = make_runtime(backend, cfg.cluster.n_nodes, 120.0, ray_address)
             row = run_pair(preset, policy, seed, runtime, records)
             write_atomic(path, json.dumps(row, indent=1))
             rows[(policy, seed)] = row

@@ -6,25 +6,26 @@
 * the job protocol and the built-in job kinds (:mod:`core_env.live.jobs`), the pilot curves
   the workloads' targets come from (:mod:`core_env.live.pilots`) and the workloads
   (:mod:`core_env.live.workload`);
-* the local backend, one worker process per node with state moves and fault handling
-  (:mod:`core_env.live.runtime`);
+* the runtimes, one worker per node with state moves and fault handling: local processes
+  (:mod:`core_env.live.runtime`) or Ray actors (:mod:`core_env.live.ray_runtime`);
 * records of live episodes and their replay in the simulator (:mod:`core_env.live.record`).
 
 See ``docs/live.md``. Job kinds that need third-party libraries import them only when used
 (``pip install -e ".[live]"`` for the built-in ones).
 """
 
-from core_env.live.env import LIVE_KEYS, LiveSchedulerEnv
+from core_env.live.env import LIVE_KEYS, RUNTIME_BACKENDS, LiveSchedulerEnv, make_runtime
 from core_env.live.jobs import JOB_KINDS, JobSpec, MLPDigitsJob, TrainingJob, job_class, make_job
 from core_env.live.pilots import (PILOTS, Pilots, load_pilots, make_pilots, record_pilots,
                                   validate_pilots)
 from core_env.live.presets import LIVE_PRESETS, live_config
 from core_env.live.record import LiveRecord, replay
-from core_env.live.runtime import LocalRuntime, SlotResult, SlotTask, run_serial
+from core_env.live.runtime import LocalRuntime, Runtime, SlotResult, SlotTask, run_serial
 from core_env.live.workload import LiveWorkload, generate_live_workload
 
 __all__ = ["JOB_KINDS", "JobSpec", "LIVE_KEYS", "LIVE_PRESETS", "LiveRecord",
            "LiveSchedulerEnv", "LiveWorkload", "LocalRuntime", "MLPDigitsJob", "PILOTS",
-           "Pilots", "SlotResult", "SlotTask", "TrainingJob", "generate_live_workload",
-           "job_class", "live_config", "load_pilots", "make_job", "make_pilots",
-           "record_pilots", "replay", "run_serial", "validate_pilots"]
+           "Pilots", "RUNTIME_BACKENDS", "Runtime", "SlotResult", "SlotTask", "TrainingJob",
+           "generate_live_workload", "job_class", "live_config", "load_pilots", "make_job",
+           "make_pilots", "make_runtime", "record_pilots", "replay", "run_serial",
+           "validate_pilots"]

@@ -50,7 +50,7 @@ from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
-from core_env.live.runtime import LocalRuntime, SlotTask
+from core_env.live.runtime import LocalRuntime, Runtime, SlotTask
 from core_env.live.workload import LiveWorkload, generate_live_workload
 from core_env.workload import Workload, validate_workload
 
@@ -61,6 +61,23 @@ def _cpus() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+RUNTIME_BACKENDS = ("local", "ray")
+"""The runtimes live mode can start: :class:`LocalRuntime` and
+:class:`~core_env.live.ray_runtime.RayRuntime`."""
+
+
+def make_runtime(backend: str, n_nodes: int, time_limit: float = 600.0,
+                 ray_address: str | None = None) -> Runtime:
+    """A runtime of ``n_nodes`` workers: ``"local"`` processes or ``"ray"`` actors (joining
+    the cluster at ``ray_address``; ``None``: a local Ray)."""
+    if backend == "local":
+        return LocalRuntime(n_nodes, time_limit)
+    if backend == "ray":
+        from core_env.live.ray_runtime import RayRuntime  # needs the ray extra
+        return RayRuntime(n_nodes, time_limit, address=ray_address)
+    raise ValueError(f"backend: expected one of {RUNTIME_BACKENDS}, got {backend!r}")
 
 
 LIVE_KEYS = ("failed", "lost_slots", "worker_deaths", "migrations", "migration_bytes")
@@ -76,9 +93,13 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         pilots: the pilot set the tasks come from (a :class:`Pilots` or the name of a
             shipped one).
         runtime: a runtime to use (an object with ``run_slot``, ``alive``, ``restart`` and
-            ``close``, e.g. a :class:`LocalRuntime` shared by several envs); ``None``: the
-            env starts a :class:`LocalRuntime` of ``n_nodes`` workers at its first reset and
-            closes it in :meth:`close`.
+            ``close``, e.g. a :class:`LocalRuntime` or a
+            :class:`~core_env.live.ray_runtime.RayRuntime` shared by several envs);
+            ``None``: the env starts one of ``n_nodes`` workers at its first reset, of
+            ``backend``, and closes it in :meth:`close`.
+        backend: the runtime the env starts: ``"local"`` (a process per node) or ``"ray"``
+            (a Ray actor per node; ``ray_address`` = the cluster to join, ``None`` = a local
+            Ray).
         time_limit: seconds one job's slot may take (for the runtime the env starts).
     """
 
@@ -87,6 +108,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
                  pilots: Pilots | str = PILOTS, runtime: Any = None,
+                 backend: str = "local", ray_address: str | None = None,
                  time_limit: float = 60.0, render_mode: str | None = None,
                  **overrides: Any) -> None:
         if config is None and preset is None:
@@ -104,6 +126,9 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.time_limit = float(time_limit)
+        if backend not in RUNTIME_BACKENDS:
+            raise ValueError(f"backend: expected one of {RUNTIME_BACKENDS}, got {backend!r}")
+        self.backend, self.ray_address = backend, ray_address
         if runtime is not None and len(getattr(runtime, "alive", ())) != \
                 config.cluster.n_nodes:
             raise ValueError(f"runtime: expected one worker per node "
@@ -144,7 +169,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
             raise ValueError(f"options['live_workload']: {len(live.jobs)} jobs for "
                              f"{live.workload.n_tasks} tasks")
         if self.runtime is None:
-            self.runtime = LocalRuntime(self.config.cluster.n_nodes, self.time_limit)
+            self.runtime = make_runtime(self.backend, self.config.cluster.n_nodes,
+                                        self.time_limit, self.ray_address)
         kinds = {}
         for job in live.jobs:  # one job of each kind: its imports and data, off the clock
             kinds.setdefault(job.kind, job)

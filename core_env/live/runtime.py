@@ -94,10 +94,49 @@ RESIDENT = 8
 node continues from the object itself instead of being restored from its state."""
 
 
+def warm_jobs(specs: Sequence[JobSpec]) -> str | None:
+    """Build each job once (imports and data caches, off the clock): the error, or None."""
+    try:
+        for spec in specs:
+            make_job(spec)
+        return None
+    except Exception as e:
+        return traceback.format_exception_only(type(e), e)[-1].strip()
+
+
+def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None, units: int,
+            nodes: int, reuse: bool) -> tuple:
+    """One task's slot on a worker (every backend's workers run this): continue the job the
+    worker holds under ``key`` if ``reuse``, else build it and restore ``state`` (None: a
+    fresh run); train; save. Returns ``(loss, state, error, seconds, restore_seconds,
+    save_seconds, train_cpu_seconds)``; a job's own exception is reported, not raised."""
+    t0, c1 = time.perf_counter(), 0.0
+    try:
+        job = resident.pop(key, None)
+        if not reuse:
+            job = make_job(spec)
+            if state is not None:
+                job.load(state)
+        t1, c1 = time.perf_counter(), time.process_time()
+        loss = float(job.train(units, nodes))
+        t2, c2 = time.perf_counter(), time.process_time()
+        blob = job.save() if math.isfinite(loss) else None
+        t3 = time.perf_counter()
+        error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
+        if error is None:
+            resident[key] = job
+            while len(resident) > RESIDENT:
+                resident.popitem(last=False)
+        return loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1
+    except Exception as e:  # the job's own error: reported, not fatal
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0, 0.0,
+                time.process_time() - c1 if c1 else 0.0)
+
+
 def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
-    """Worker loop: say it is ready, then receive (key, spec, state, units, nodes, reuse) and
-    reply with the slot's outcome. ``reuse``: continue the job it holds under ``key``;
-    otherwise build it and restore ``state`` (None: a fresh run)."""
+    """Worker loop: say it is ready, then receive ("warm", specs) or (key, spec, state,
+    units, nodes, reuse) and reply (see :func:`run_job`)."""
     conn.send("ready")
     resident: OrderedDict[Any, Any] = OrderedDict()
     while True:
@@ -107,38 +146,7 @@ def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
             return
         if msg is None:
             return
-        if msg[0] == "warm":  # build each job once: imports and data caches, off the clock
-            try:
-                for spec in msg[1]:
-                    make_job(spec)
-                reply_warm = None
-            except Exception as e:
-                reply_warm = traceback.format_exception_only(type(e), e)[-1].strip()
-            conn.send(("warm", reply_warm))
-            continue
-        key, spec, state, units, nodes, reuse = msg
-        t0, c1 = time.perf_counter(), 0.0
-        try:
-            job = resident.pop(key, None)
-            if not reuse:
-                job = make_job(spec)
-                if state is not None:
-                    job.load(state)
-            t1, c1 = time.perf_counter(), time.process_time()
-            loss = float(job.train(units, nodes))
-            t2, c2 = time.perf_counter(), time.process_time()
-            blob = job.save() if math.isfinite(loss) else None
-            t3 = time.perf_counter()
-            error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
-            reply = (loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1)
-            if error is None:
-                resident[key] = job
-                while len(resident) > RESIDENT:
-                    resident.popitem(last=False)
-        except Exception as e:  # the job's own error: reported, not fatal
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            reply = (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0,
-                     0.0, time.process_time() - c1 if c1 else 0.0)
+        reply = ("warm", warm_jobs(msg[1])) if msg[0] == "warm" else run_job(resident, *msg)
         try:
             conn.send(reply)
         except (BrokenPipeError, OSError):
@@ -160,30 +168,23 @@ def _one_thread() -> Iterator[None]:
                 os.environ[k] = v
 
 
-class LocalRuntime:
-    """N worker processes, one per node, driven slot by slot (see the module docstring).
-
-    Args:
-        n_nodes: workers to start (>= 1).
-        time_limit: seconds a task's slot may take before its worker is killed (> 0).
-        start_method: multiprocessing start method (``"spawn"``: workers import only what
-            the jobs need).
+class Runtime:
+    """What every backend shares: checking a slot's tasks, mirroring what each worker holds
+    and turning a worker's reply into a :class:`SlotResult`. A backend implements
+    ``_start(node)`` (start a worker and wait until it is up), ``_stop(node)``,
+    ``_warm_nodes(nodes)``, ``pid(node)``, ``run_slot(tasks)`` and ``close()``.
 
     Attributes:
-        alive: list[bool], whether each node's worker is up.
-        restarts: workers restarted so far.
+        n_nodes: workers (nodes). time_limit: seconds a task's slot may take.
+        alive: list[bool], whether each node's worker is up. restarts: restarts so far.
     """
 
-    def __init__(self, n_nodes: int, time_limit: float = 600.0,
-                 start_method: str = "spawn") -> None:
+    def __init__(self, n_nodes: int, time_limit: float) -> None:
         if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
             raise ValueError(f"n_nodes: expected an integer >= 1, got {n_nodes!r}")
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.n_nodes, self.time_limit = n_nodes, float(time_limit)
-        self._ctx = mp.get_context(start_method)
-        self._procs: list[Any] = [None] * n_nodes
-        self._conns: list[Any] = [None] * n_nodes
         self.alive = [False] * n_nodes
         self.restarts = 0
         self._warm_specs: tuple[JobSpec, ...] = ()
@@ -191,70 +192,9 @@ class LocalRuntime:
         # mirroring the worker's least-recently-used order
         self._resident: list[OrderedDict[Any, tuple[JobSpec, bytes]]] = [
             OrderedDict() for _ in range(n_nodes)]
-        for i in range(n_nodes):
-            self._start(i)
-        for i in range(n_nodes):
-            self._await_ready(i)
 
-    def _await_ready(self, i: int) -> None:
-        """Wait until worker i has started (imports are not part of any slot's time)."""
-        conn = self._conns[i]
-        if not conn.poll(STARTUP_SECONDS) or conn.recv() != "ready":
-            self._stop(i)
-            raise RuntimeError(f"node {i}: its worker did not start within "
-                               f"{STARTUP_SECONDS:g} s")
-
-    def _start(self, i: int) -> None:
-        parent, child = self._ctx.Pipe()
-        with _one_thread():
-            proc = self._ctx.Process(target=_worker, args=(child,), daemon=True,
-                                     name=f"core-env-live-node-{i}")
-            proc.start()
-        child.close()
-        self._procs[i], self._conns[i], self.alive[i] = proc, parent, True
-
-    def warm(self, specs: Sequence[JobSpec]) -> None:
-        """Build each job of ``specs`` once on every live worker, so that imports and data
-        loading happen now and not inside a slot (a worker started later is warmed with the
-        same specs). A job that cannot be built here is left to fail in its slot."""
-        self._warm_specs = tuple(specs)
-        nodes = [i for i in range(self.n_nodes) if self.alive[i]]
-        for i in nodes:
-            self._conns[i].send(("warm", self._warm_specs))
-        for i in nodes:
-            if not self._conns[i].poll(STARTUP_SECONDS):
-                raise RuntimeError(f"node {i}: its worker did not warm up within "
-                                   f"{STARTUP_SECONDS:g} s")
-            self._conns[i].recv()
-
-    def pid(self, node: int) -> int:
-        """The process id of ``node``'s worker."""
-        return int(self._procs[node].pid)
-
-    def restart(self, node: int) -> None:
-        """Start a new worker for ``node`` (killing the old one if it still runs)."""
-        self._stop(node)
-        self._start(node)
-        self._await_ready(node)
-        self.restarts += 1
-        if self._warm_specs:
-            self._conns[node].send(("warm", self._warm_specs))
-            if self._conns[node].poll(STARTUP_SECONDS):
-                self._conns[node].recv()
-
-    def _stop(self, node: int) -> None:
-        proc, conn = self._procs[node], self._conns[node]
-        if conn is not None:
-            conn.close()
-        if proc is not None and proc.is_alive():
-            proc.kill()
-            proc.join(5)
-        self.alive[node] = False
-        self._resident[node].clear()
-
-    def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
-        """Run one slot of every task in ``tasks`` (task id -> :class:`SlotTask`) in
-        parallel; returns task id -> :class:`SlotResult`.
+    def _check_tasks(self, tasks: dict[Any, SlotTask]) -> dict[Any, int]:
+        """Validate a slot's tasks; returns each task's leader node (its first node).
 
         Raises:
             ValueError: a task has no nodes, a node is given to two tasks, a node does not
@@ -277,18 +217,137 @@ class LocalRuntime:
                     raise ValueError(f"task {key!r}: node {node}'s worker is dead; restart "
                                      f"it or mask the node")
                 used[node] = key
-        leaders = {key: min(task.nodes) for key, task in tasks.items()}
+        return {key: min(task.nodes) for key, task in tasks.items()}
+
+    def _message(self, key: Any, task: SlotTask, node: int) -> tuple:
+        """What the leader ``node`` is sent (:func:`run_job`'s arguments): the worker
+        continues its own copy if it holds the job in exactly this state (a copy on another
+        node, or from an earlier slot, is another state), else restores the state sent."""
+        held = self._resident[node].pop(key, None)
+        reuse = held is not None and held[1] is task.state and held[0] == task.spec
+        return (key, task.spec, None if reuse else task.state, task.units, len(task.nodes),
+                reuse)
+
+    def _result(self, key: Any, task: SlotTask, node: int, reply: tuple) -> SlotResult:
+        """A worker's reply (:func:`run_job`) as a :class:`SlotResult`."""
+        loss, blob, error, secs, restore, save, cpu = reply
+        if error is not None:
+            return self._failed(task, node, error, secs)._replace(train_cpu_seconds=cpu)
+        held = self._resident[node]
+        held[key] = (task.spec, blob)
+        while len(held) > RESIDENT:
+            held.popitem(last=False)
+        return SlotResult(loss, blob, None, secs, restore, save, len(blob), node, cpu)
+
+    @staticmethod
+    def _failed(task: SlotTask, node: int, error: str, secs: float = 0.0) -> SlotResult:
+        return SlotResult(float("nan"), task.state, error, secs, 0.0, 0.0,
+                          len(task.state) if task.state is not None else 0, node)
+
+    def warm(self, specs: Sequence[JobSpec]) -> None:
+        """Build each job of ``specs`` once on every live worker, so that imports and data
+        loading happen now and not inside a slot (a worker started later is warmed with the
+        same specs). A job that cannot be built here is left to fail in its slot."""
+        self._warm_specs = tuple(specs)
+        self._warm_nodes([i for i in range(self.n_nodes) if self.alive[i]])
+
+    def restart(self, node: int) -> None:
+        """Start a new worker for ``node`` (killing the old one if it still runs)."""
+        self._stop(node)
+        self._start(node)
+        self.restarts += 1
+        if self._warm_specs:
+            self._warm_nodes([node])
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class LocalRuntime(Runtime):
+    """N worker processes, one per node, driven slot by slot (see the module docstring).
+
+    Args:
+        n_nodes: workers to start (>= 1).
+        time_limit: seconds a task's slot may take before its worker is killed (> 0).
+        start_method: multiprocessing start method (``"spawn"``: workers import only what
+            the jobs need).
+    """
+
+    def __init__(self, n_nodes: int, time_limit: float = 600.0,
+                 start_method: str = "spawn") -> None:
+        super().__init__(n_nodes, time_limit)
+        self._ctx = mp.get_context(start_method)
+        self._procs: list[Any] = [None] * n_nodes
+        self._conns: list[Any] = [None] * n_nodes
+        for i in range(n_nodes):  # start them all, then wait: imports overlap
+            self._launch(i)
+        for i in range(n_nodes):
+            self._await_ready(i)
+
+    def _launch(self, i: int) -> None:
+        parent, child = self._ctx.Pipe()
+        with _one_thread():
+            proc = self._ctx.Process(target=_worker, args=(child,), daemon=True,
+                                     name=f"core-env-live-node-{i}")
+            proc.start()
+        child.close()
+        self._procs[i], self._conns[i], self.alive[i] = proc, parent, True
+
+    def _await_ready(self, i: int) -> None:
+        """Wait until worker i has started (imports are not part of any slot's time)."""
+        conn = self._conns[i]
+        if not conn.poll(STARTUP_SECONDS) or conn.recv() != "ready":
+            self._stop(i)
+            raise RuntimeError(f"node {i}: its worker did not start within "
+                               f"{STARTUP_SECONDS:g} s")
+
+    def _start(self, i: int) -> None:
+        self._launch(i)
+        self._await_ready(i)
+
+    def _warm_nodes(self, nodes: list[int]) -> None:
+        for i in nodes:
+            self._conns[i].send(("warm", self._warm_specs))
+        for i in nodes:
+            if not self._conns[i].poll(STARTUP_SECONDS):
+                raise RuntimeError(f"node {i}: its worker did not warm up within "
+                                   f"{STARTUP_SECONDS:g} s")
+            self._conns[i].recv()
+
+    def pid(self, node: int) -> int:
+        """The process id of ``node``'s worker."""
+        return int(self._procs[node].pid)
+
+    def _stop(self, node: int) -> None:
+        proc, conn = self._procs[node], self._conns[node]
+        if conn is not None:
+            conn.close()
+        if proc is not None and proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        self.alive[node] = False
+        self._resident[node].clear()
+
+    def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
+        """Run one slot of every task in ``tasks`` (task id -> :class:`SlotTask`) in
+        parallel; returns task id -> :class:`SlotResult` (see :meth:`Runtime._check_tasks`
+        for what is refused)."""
+        leaders = self._check_tasks(tasks)
         started = time.perf_counter()
         pending = {}
         for key, task in tasks.items():
             node = leaders[key]
-            # the worker continues its own copy if it holds the job in exactly this state
-            # (a copy on another node, or from an earlier slot, is another state)
-            held = self._resident[node].pop(key, None)
-            reuse = held is not None and held[1] is task.state and held[0] == task.spec
             try:
-                self._conns[node].send((key, task.spec, None if reuse else task.state,
-                                        task.units, len(task.nodes), reuse))
+                self._conns[node].send(self._message(key, task, node))
                 pending[key] = node
             except (BrokenPipeError, OSError):
                 self.alive[node] = False
@@ -310,28 +369,14 @@ class LocalRuntime:
                 key = waiting[conn]
                 node = pending.pop(key)
                 try:
-                    loss, blob, error, secs, restore, save, cpu = conn.recv()
+                    reply = conn.recv()
                 except (EOFError, OSError):
                     self._procs[node].join(1)
                     self.alive[node] = False
                     results[key] = self._failed(tasks[key], node, "worker died")
                     continue
-                if error is not None:
-                    results[key] = self._failed(tasks[key], node, error, secs)._replace(
-                        train_cpu_seconds=cpu)
-                else:
-                    results[key] = SlotResult(loss, blob, None, secs, restore, save,
-                                              len(blob), node, cpu)
-                    held = self._resident[node]
-                    held[key] = (tasks[key].spec, blob)
-                    while len(held) > RESIDENT:
-                        held.popitem(last=False)
+                results[key] = self._result(key, tasks[key], node, reply)
         return results
-
-    @staticmethod
-    def _failed(task: SlotTask, node: int, error: str, secs: float = 0.0) -> SlotResult:
-        return SlotResult(float("nan"), task.state, error, secs, 0.0, 0.0,
-                          len(task.state) if task.state is not None else 0, node)
 
     def close(self) -> None:
         """Stop every worker."""
@@ -346,18 +391,6 @@ class LocalRuntime:
             if proc is not None:
                 proc.join(2)
             self._stop(i)
-
-    def __enter__(self) -> LocalRuntime:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def run_serial(spec: JobSpec, slots: Sequence[tuple[int, int]]) -> list[float]:

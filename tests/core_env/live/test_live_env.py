@@ -13,7 +13,7 @@ import pytest
 import core_env  # noqa: F401  (registers the presets)
 from core_env import CoreSchedulerEnv, pmath
 from core_env.curves import LOG_WORK_GRID
-from core_env.live import (LiveRecord, LiveSchedulerEnv, LocalRuntime, make_pilots,
+from core_env.live import (LiveRecord, LiveSchedulerEnv, make_pilots,
                            record_pilots, replay, validate_pilots)
 from core_env.live.jobs import JobSpec
 from core_env.testing import check_env
@@ -29,8 +29,8 @@ def pilots():
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    with LocalRuntime(4, time_limit=20.0) as rt:
+def runtime(make_runtime):
+    with make_runtime(4, time_limit=20.0) as rt:
         yield rt
 
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from core_env.live import (JobSpec, LocalRuntime, SlotTask, TrainingJob, job_class, make_job,
+from core_env.live import (JobSpec, SlotTask, TrainingJob, job_class, make_job,
                            run_serial)
 
 COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
@@ -19,8 +19,8 @@ SLEEP = "tests.core_env.live.jobs_for_tests:SleepJob"
 
 
 @pytest.fixture(scope="module")
-def runtime():
-    with LocalRuntime(3, time_limit=30.0) as rt:
+def runtime(make_runtime):
+    with make_runtime(3, time_limit=30.0) as rt:
         yield rt
 
 
@@ -116,8 +116,8 @@ def test_a_failing_job_is_reported_and_keeps_its_state(runtime, kind, message):
     assert runtime.alive == [True, True, True]
 
 
-def test_a_sigkilled_worker_loses_only_the_slot_in_flight():
-    with LocalRuntime(2, time_limit=30.0) as rt:
+def test_a_sigkilled_worker_loses_only_the_slot_in_flight(make_runtime):
+    with make_runtime(2, time_limit=30.0) as rt:
         spec = JobSpec(COUNTER)
         first = rt.run_slot({"a": SlotTask(spec, None, 3, (1,))})["a"]
         slow = JobSpec(SLEEP, {"seconds": 5.0})
@@ -140,8 +140,8 @@ def test_a_sigkilled_worker_loses_only_the_slot_in_flight():
         assert rt.run_slot({"a": SlotTask(spec, moved.state, 1, (1,))})["a"].loss == 1 / 6
 
 
-def test_a_slot_over_its_time_limit_is_stopped():
-    with LocalRuntime(1, time_limit=1.0) as rt:
+def test_a_slot_over_its_time_limit_is_stopped(make_runtime):
+    with make_runtime(1, time_limit=1.0) as rt:
         t0 = time.perf_counter()
         res = rt.run_slot({"a": SlotTask(JobSpec(SLEEP, {"seconds": 10.0}), None, 1,
                                          (0,))})["a"]
@@ -150,17 +150,22 @@ def test_a_slot_over_its_time_limit_is_stopped():
         assert rt.run_slot({"a": SlotTask(JobSpec(COUNTER), None, 1, (0,))})["a"].loss == 0.5
 
 
-def test_workers_stop_with_close():
-    rt = LocalRuntime(1)
+def test_workers_stop_with_close(make_runtime):
+    rt = make_runtime(1)
     pid = rt.pid(0)
     rt.close()
-    time.sleep(0.2)
+    for _ in range(100):  # a Ray actor's process exits shortly after it is killed
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
 
-def test_a_job_that_stays_continues_in_memory_and_a_fresh_run_starts_fresh():
-    with LocalRuntime(2, time_limit=30.0) as rt:
+def test_a_job_that_stays_continues_in_memory_and_a_fresh_run_starts_fresh(make_runtime):
+    with make_runtime(2, time_limit=30.0) as rt:
         spec = JobSpec(COUNTER)
         a = rt.run_slot({"a": SlotTask(spec, None, 2, (0,))})["a"]
         pid = json.loads(a.state)["pid"]
