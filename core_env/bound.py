@@ -95,6 +95,9 @@ class BoundResult(NamedTuple):
     """Wall-clock seconds of the MILP solve (0 if not run)."""
     scaling: str
     """One of :data:`SCALINGS`."""
+    block: int = 1
+    """Slots per time block of the relaxation (1: every slot has its own capacity rows;
+    larger: the time-aggregated relaxation of large clusters, see :func:`solve_bound`)."""
 
     @property
     def rate(self) -> float:
@@ -171,9 +174,15 @@ def _gain_segments(speeds_desc: np.ndarray, alpha: float, kmax: int
     return slopes[keep], lengths[keep]
 
 
+MAX_LP_VARIABLES = 400_000
+"""The automatic time block (``block=None``) is the shortest that keeps the LP within this many
+variables (about 20 s of HiGHS here); CoRE-v0 needs about 40,000, so it keeps one slot per
+block up to a few hundred nodes."""
+
+
 def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "concave",
-                time_limit: float = 10.0, node_limit: int = 2000, use_milp: bool = True
-                ) -> BoundResult:
+                time_limit: float = 10.0, node_limit: int = 2000, use_milp: bool = True,
+                block: int | None = 1) -> BoundResult:
     """The clairvoyant bound of a given workload (see the module docstring for the model).
 
     Args:
@@ -184,6 +193,12 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
             the result depend on the machine, and ``method`` says ``milp_limit`` or ``lp``).
         node_limit: branch-and-bound nodes allowed to the MILP (deterministic).
         use_milp: False = report the LP relaxation only.
+        block: slots per time block. With b > 1 the variables are a task's node-slots per
+            block of b consecutive slots (at most ``length_i`` times the slots of its window
+            in the block) and the capacity rows are per block (N and S times its slots):
+            every schedule's per-slot solution sums into a feasible one, so the bound stays
+            valid, only looser, with about b times fewer variables. ``None``: the shortest
+            block within :data:`MAX_LP_VARIABLES`.
 
     Returns:
         A :class:`BoundResult`.
@@ -200,6 +215,9 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
         raise ValueError(f"node_limit: expected a positive integer, got {node_limit!r}")
     if not isinstance(config, CoreConfig):
         raise ValueError(f"config: expected a CoreConfig, got {type(config).__name__}")
+    if block is not None and (isinstance(block, bool) or not isinstance(block, int)
+                              or block < 1):
+        raise ValueError(f"block: expected None or an integer >= 1, got {block!r}")
     workload = validate_workload(workload, config)
     m = workload.n_tasks
     speeds = np.sort(workload.speeds.astype(np.float32).astype(np.float64))[::-1]
@@ -214,27 +232,42 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
     cand = np.flatnonzero(np.isfinite(w) & (length > 0) & (per_slot * length >= w))
     if cand.size == 0:
         return BoundResult(0, m, 0, "lp", 0.0, None, None, None, 0.0, 0.0, scaling)
-    # one variable per (candidate, slot of its window, envelope segment): nodes used on it
+    # one variable per (candidate, time block of its window, envelope segment): node-slots
+    # used on it (a block is one slot unless ``block`` > 1)
     nz = cand.size
     seg_n = np.array([segs[j][0].size for j in cand])
-    per_task = length[cand] * seg_n
+    first, end = start[cand], start[cand] + length[cand]  # window [first, end)
+    t0 = int(first.min())
+    if block is None:
+        block = 1
+        while (((end - 1 - t0) // block - (first - t0) // block + 1) * seg_n).sum() \
+                > MAX_LP_VARIABLES:
+            block += 1
+    b_first, b_last = (first - t0) // block, (end - 1 - t0) // block
+    n_blk = b_last - b_first + 1
+    per_task = n_blk * seg_n
     v_task = np.repeat(np.arange(nz), per_task)
-    v_slot = np.concatenate([np.repeat(np.arange(start[j], start[j] + length[j]), seg_n[c])
-                             for c, j in enumerate(cand)])
-    v_slope = np.concatenate([np.tile(segs[j][0], length[j]) for j in cand])
-    v_len = np.concatenate([np.tile(segs[j][1], length[j]) for j in cand])
+    blocks = [np.arange(b_first[c], b_last[c] + 1) for c in range(nz)]
+    overlap = [np.minimum(end[c], t0 + (blk + 1) * block) - np.maximum(first[c], t0 + blk * block)
+               for c, blk in enumerate(blocks)]  # slots of the window in each block
+    v_slot = np.concatenate([np.repeat(blk, seg_n[c]) for c, blk in enumerate(blocks)])
+    v_slope = np.concatenate([np.tile(segs[j][0], n_blk[c]) for c, j in enumerate(cand)])
+    v_len = np.concatenate([np.tile(segs[j][1], n_blk[c]) * np.repeat(overlap[c], seg_n[c])
+                            for c, j in enumerate(cand)])
     nv = v_task.size
     col = nz + np.arange(nv)
-    t0 = int(v_slot.min())
-    n_slots = int(v_slot.max()) - t0 + 1
-    slot_row = v_slot - t0
-    # rows: [0, nz) work of each task; then nodes per slot; then speed per slot
+    n_slots = int(v_slot.max()) + 1  # blocks
+    slot_row = v_slot
+    horizon = int(end.max())
+    block_slots = np.minimum(t0 + (np.arange(n_slots) + 1) * block, horizon) - (
+        t0 + np.arange(n_slots) * block)  # slots in each block (the last may be shorter)
+    # rows: [0, nz) work of each task; then nodes per block; then speed per block
     rows = np.concatenate([v_task, np.arange(nz), nz + slot_row, nz + n_slots + slot_row])
     cols = np.concatenate([col, np.arange(nz), col, col])
     vals = np.concatenate([v_slope, -w[cand], np.ones(nv), v_slope])
     lb = np.concatenate([np.zeros(nz), np.full(2 * n_slots, -np.inf)])
-    ub = np.concatenate([np.full(nz, np.inf), np.full(n_slots, float(speeds.size)),
-                         np.full(n_slots, float(speeds.sum()))])
+    ub = np.concatenate([np.full(nz, np.inf), float(speeds.size) * block_slots,
+                         float(speeds.sum()) * block_slots])
     a = coo_matrix((vals, (rows, cols)), shape=(nz + 2 * n_slots, nz + nv)).tocsr()
     cons = LinearConstraint(a, lb, ub)
     obj = np.concatenate([-np.ones(nz), np.zeros(nv)])
@@ -267,7 +300,7 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
         if milp_primal is not None:
             gap = (best - milp_primal) / best if best > 0 else 0.0
     return BoundResult(best, m, int(nz), method, lp_value, milp_dual, milp_primal, gap,
-                       lp_seconds, milp_seconds, scaling)
+                       lp_seconds, milp_seconds, scaling, int(block))
 
 
 def _floor(value: float) -> int:
@@ -277,7 +310,8 @@ def _floor(value: float) -> int:
 
 def clairvoyant_bound(preset: str | CoreConfig = "CoRE-v0", seed: int = 0, *,
                       scaling: str = "concave", time_limit: float = 10.0, node_limit: int = 2000,
-                      use_milp: bool = True, **overrides: Any) -> BoundResult:
+                      use_milp: bool = True, block: int | None = None,
+                      **overrides: Any) -> BoundResult:
     """Upper bound on the completions of any scheduler in the episode of ``seed``.
 
     The workload is drawn exactly as ``CoreSchedulerEnv.reset(seed=seed)`` draws it, so the
@@ -286,7 +320,8 @@ def clairvoyant_bound(preset: str | CoreConfig = "CoRE-v0", seed: int = 0, *,
     Args:
         preset: a preset id or a full :class:`CoreConfig`.
         seed: the episode seed.
-        scaling, time_limit, node_limit, use_milp: see :func:`solve_bound`.
+        scaling, time_limit, node_limit, use_milp, block: see :func:`solve_bound` (here
+            ``block=None`` by default: one slot per block unless the LP would be too large).
         **overrides: flat configuration overrides for a preset id (``n_nodes=8``, ...).
 
     Returns:
@@ -306,4 +341,4 @@ def clairvoyant_bound(preset: str | CoreConfig = "CoRE-v0", seed: int = 0, *,
         raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
     wl = generate_workload(cfg, np.random.default_rng(int(seed)))
     return solve_bound(wl, cfg, scaling=scaling, time_limit=time_limit, node_limit=node_limit,
-                       use_milp=use_milp)
+                       use_milp=use_milp, block=block)

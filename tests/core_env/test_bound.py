@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import core_env
+from core_env import bound as bound_module
 from core_env import dynamics
 from core_env.bound import (LOSS_TOL, WORK_RTOL, BoundResult, _gain_segments,
                             clairvoyant_bound, required_work, solve_bound)
@@ -307,6 +308,27 @@ def test_lp_and_concave_relations():
     assert a1.bound == c1.bound and a1.lp_value == pytest.approx(c1.lp_value, abs=1e-6)
 
 
+def test_time_blocks_loosen_the_bound_but_keep_it_valid(monkeypatch):
+    """One slot per block is the exact time-indexed relaxation; longer blocks aggregate its
+    capacity rows (fewer variables, a looser LP, still above every policy)."""
+    for seed in range(3):
+        exact = clairvoyant_bound("CoRE-v0", seed, use_milp=False, block=1)
+        auto = clairvoyant_bound("CoRE-v0", seed, use_milp=False)  # small: one slot a block
+        assert (auto.block, auto.lp_value, auto.bound) == (1, exact.lp_value, exact.bound)
+        values = [clairvoyant_bound("CoRE-v0", seed, use_milp=False, block=b).lp_value
+                  for b in (1, 2, 4, 20)]  # each a coarsening of the one before
+        assert values == sorted(values) and values[-1] > values[0]
+    for seed in range(4):  # valid: no policy beats it
+        res = clairvoyant_bound(SMALL, seed, use_milp=False, block=4)
+        assert res.block == 4
+        for name in ("oracle_greedy", "lara", "edf"):
+            env, policy = make_policy(name, core_env.parallel_env(preset=SMALL))
+            assert run_episode(env, policy, seed=seed)["completed"] <= res.bound
+    monkeypatch.setattr(bound_module, "MAX_LP_VARIABLES", 5_000)
+    auto = clairvoyant_bound("CoRE-v0", 0, use_milp=False)
+    assert auto.block > 1 and auto.bound >= clairvoyant_bound("CoRE-v0", 0, block=1).bound
+
+
 def test_time_limit_falls_back_to_a_valid_bound():
     full = clairvoyant_bound("CoRE-v0", 2)
     assert full.method == "milp"
@@ -332,6 +354,8 @@ def test_result_fields():
     ({"seed": -1}, "seed"),
     ({"preset": "CoRE-v9"}, "preset"),
     ({"bogus": 1}, "bogus"),
+    ({"block": 0}, "block"),
+    ({"block": 2.0}, "block"),
 ])
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
