@@ -69,6 +69,7 @@ class CentralCoreEnv(gymnasium.Env):
         return self.par.render()
 
     def _obs(self) -> dict[str, np.ndarray]:
-        _, mask = self.par._observer.observe(self.par.sim)  # also fills what state() reads
-        self._mask = mask[0].copy()
+        ob, sim = self.par._observer, self.par.sim
+        ob.compute(sim)  # the blocks state() reads; no per-node observations
+        self._mask = ob.write_mask(sim, ob.mask)[0].copy()
         return {"state": self.par.state(), "action_mask": self._mask.copy()}

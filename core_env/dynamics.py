@@ -366,6 +366,10 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
                       truncated=truncated)
 
 
+_GRID0, _INV_STEP = float(LOG_WORK_GRID[0]), 1.0 / GRID_STEP
+"""The grid position's constants, as the numpy step computes them."""
+
+
 def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
                    loss_hook: Callable | None) -> StepResult:
     """:func:`step` on the compiled kernels of :mod:`core_env._kernels` (the same result)."""
@@ -384,8 +388,8 @@ def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
     log_loss = np.zeros((bsz, k))
     outcome = np.zeros((bsz, k), dtype=np.int8)
     if loss_hook is None:
-        table_losses(count, work, s.slot_task, s.w_log_loss, float(LOG_WORK_GRID[0]),
-                     1.0 / GRID_STEP, GRID_SIZE, log_loss)
+        table_losses(count, work, s.slot_task, s.w_log_loss, _GRID0, _INV_STEP, GRID_SIZE,
+                     log_loss)
     else:  # live mode: the losses come from real training
         tb, tk = np.nonzero(count)
         hook_ll, out = loss_hook(TrainedSlots(tb, tk, s.slot_task[tb, tk], count[tb, tk],
