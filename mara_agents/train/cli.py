@@ -14,14 +14,16 @@ T = TypeVar("T")
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each dataclass field (for ``--help``)."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    """The docstring under each dataclass field (for ``--help``), of the class and of the
+    dataclasses it derives from."""
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
-            docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    for klass in reversed([k for k in cls.__mro__ if is_dataclass(k)]):
+        tree = ast.parse(inspect.getsource(klass))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, nxt in zip(body, body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
+                docs[node.target.id] = " ".join(str(nxt.value.value).split())
     return docs
 
 

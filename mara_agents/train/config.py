@@ -14,6 +14,46 @@ from mara_agents.mat.model import MATConfig
 from mara_agents.train.cli import check_ints
 
 
+RECIPE_BACKENDS = ("local", "ray")
+"""Where the recipe's members train: a local process pool or Ray tasks."""
+
+
+RESUMABLE = frozenset({"env_steps", "out", "resume", "progress", "checkpoint_every", "init",
+                       "members", "workers", "backend", "ray_address", "distill"})
+"""PPOConfig fields a resumed run may change."""
+
+
+@dataclass(frozen=True)
+class DistillStage:
+    """How an ensemble is distilled into one MAT (``mara-distill``'s training settings; the
+    recipe's stage 2, flags ``--distill-<field>`` of ``mara-train``)."""
+
+    num_envs: int = 32
+    """Environments stepped together."""
+    iterations: int = 40
+    """DAgger iterations."""
+    steps: int = 64
+    """Slots per environment per iteration (num_envs * steps states per iteration)."""
+    updates: int = 150
+    """Minibatch steps after each iteration."""
+    batch_size: int = 256
+    """States per minibatch."""
+    buffer: int = 100_000
+    """Most recent states kept for training."""
+    lr: float = 1e-4
+    """Adam learning rate (constant)."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip."""
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("num_envs", "iterations", "steps", "updates", "batch_size", "buffer"),
+                   1)
+        for name in ("lr", "max_grad_norm"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1e6):
+                raise ValueError(f"{name}: expected a positive number, got {v!r}")
+
+
 @dataclass(frozen=True)
 class PPOConfig:
     """Everything a MARA training run depends on (stored in every checkpoint)."""
@@ -91,6 +131,18 @@ class PPOConfig:
     and skip stage 1; optimiser, counters and value normaliser start fresh."""
     progress: bool = True
     """Show a tqdm progress bar."""
+    members: int = 1
+    """The recipe: 1 trains one run (this config) into ``out``; K > 1 trains K runs with
+    seeds ``seed`` .. ``seed + K - 1`` into ``out/member-<i>`` and distils their ensemble
+    into ``out/last.pt`` (see :mod:`mara_agents.train.recipe`)."""
+    workers: int = 0
+    """Members trained at once (0: as many as this machine's CPUs, at most ``members``)."""
+    backend: str = "local"
+    """Where members train: ``local`` (a process pool) or ``ray`` (Ray tasks)."""
+    ray_address: str = ""
+    """With ``backend=ray``, the cluster to join ('' starts a local Ray)."""
+    distill: DistillStage = field(default_factory=DistillStage)
+    """The recipe's distillation (flags ``--distill-<field>``)."""
 
     def __post_init__(self) -> None:
         if self.preset not in core_env.PRESETS:
@@ -102,7 +154,13 @@ class PPOConfig:
         check_ints(self, ("env_steps", "num_envs", "rollout_len", "epochs", "minibatches",
                           "checkpoint_every", "imitation_steps", "imitation_epochs",
                           "fm_steps", "fm_samples"), 1)
-        check_ints(self, ("seed", "threads", "imitation_iters", "critic_warmup"), 0)
+        check_ints(self, ("seed", "threads", "imitation_iters", "critic_warmup", "workers"), 0)
+        check_ints(self, ("members",), 1)
+        if self.backend not in RECIPE_BACKENDS:
+            raise ValueError(f"backend: expected one of {RECIPE_BACKENDS}, got "
+                             f"{self.backend!r}")
+        if not isinstance(self.distill, DistillStage):
+            raise ValueError(f"distill: expected a DistillStage, got {self.distill!r}")
         if (self.num_envs * self.rollout_len) % self.minibatches:
             raise ValueError(f"minibatches: expected a divisor of num_envs * rollout_len = "
                              f"{self.num_envs * self.rollout_len}, got {self.minibatches}")
@@ -127,3 +185,10 @@ class PPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
+
+    def differences(self, saved: dict[str, Any]) -> list[str]:
+        """The fields in which a checkpoint's stored ``train_config`` differs from this
+        config, leaving out those a run may change when it resumes (its length, where it
+        writes, progress, checkpointing, and the recipe's settings)."""
+        mine = self.to_dict()
+        return [k for k in mine if k not in RESUMABLE and saved.get(k) != mine[k]]

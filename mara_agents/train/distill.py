@@ -26,7 +26,6 @@ per-iteration history, seconds); it loads wherever a ``mara-train`` checkpoint d
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -45,6 +44,7 @@ from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, Inputs
 from mara_agents.mat.policy import checkpoint_forecaster
 from mara_agents.train.cli import check_ints, parse_config
+from mara_agents.train.config import DistillStage
 from mara_agents.train.rollout import Rollout
 
 TEMPERATURE = 0.1
@@ -54,8 +54,9 @@ is what deployment decodes)."""
 
 
 @dataclass(frozen=True)
-class DistillConfig:
-    """Everything a distillation run depends on (stored in its checkpoint)."""
+class DistillConfig(DistillStage):
+    """Everything a distillation run depends on (stored in its checkpoint): the training
+    settings of :class:`~mara_agents.train.config.DistillStage` and what to distil."""
 
     teacher: str = ""
     """The ensemble to imitate: checkpoint files separated by commas."""
@@ -66,22 +67,6 @@ class DistillConfig:
     """Environment preset whose states are visited."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
-    num_envs: int = 32
-    """Environments stepped together."""
-    iterations: int = 40
-    """DAgger iterations."""
-    steps: int = 64
-    """Slots per environment per iteration (num_envs * steps states per iteration)."""
-    updates: int = 150
-    """Minibatch steps after each iteration."""
-    batch_size: int = 256
-    """States per minibatch."""
-    buffer: int = 100_000
-    """Most recent states kept for training."""
-    lr: float = 1e-4
-    """Adam learning rate (constant)."""
-    max_grad_norm: float = 0.5
-    """Gradient-norm clip."""
     threads: int = 1
     """torch CPU threads (0: torch's default)."""
     out: str = "runs/distill"
@@ -90,16 +75,11 @@ class DistillConfig:
     """Show a tqdm progress bar."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.preset not in core_env.PRESETS:
             raise ValueError(f"preset: expected one of {sorted(core_env.PRESETS)}, "
                              f"got {self.preset!r}")
-        check_ints(self, ("num_envs", "iterations", "steps", "updates", "batch_size", "buffer"),
-                   1)
         check_ints(self, ("seed", "threads"), 0)
-        for name in ("lr", "max_grad_norm"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1e6):
-                raise ValueError(f"{name}: expected a positive number, got {v!r}")
 
 
 def resolve(spec: str) -> list[Path]:

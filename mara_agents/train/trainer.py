@@ -3,6 +3,7 @@
     mara-train                                   # the default recipe: the shipped checkpoint
     mara-train --env-steps 200000 --out runs/mara_quick    # a quick run
     mara-train --resume runs/mara/last.pt        # continue an interrupted run
+    mara-train --members 3 --out runs/recipe     # 3 runs in parallel, then distilled
     tensorboard --logdir runs/mara
 
 Loop: ``num_envs`` environments of :func:`core_env.make_batched` run ``rollout_len`` slots
@@ -31,7 +32,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, save
 from mara_agents.forecast.registry import make_forecaster
 from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, init_weights
-from mara_agents.train.cli import parse_config
 from mara_agents.train.config import PPOConfig
 from mara_agents.train.imitation import dagger
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
@@ -104,10 +103,7 @@ class Trainer:
 
     def _resume(self, path: Path) -> None:
         blob = load_checkpoint(path)
-        saved = blob["train_config"]
-        mine = self.cfg.to_dict()
-        ignore = {"env_steps", "out", "resume", "progress", "checkpoint_every", "init"}
-        diff = [k for k in mine if k not in ignore and saved.get(k) != mine[k]]
+        diff = self.cfg.differences(blob["train_config"])
         if diff:
             raise ValueError(f"resume: {path} was trained with a different config "
                              f"(fields {diff})")
@@ -273,23 +269,3 @@ class Trainer:
              "ppo": self.curve, "seconds": round(seconds, 1)}, indent=1) + "\n")
         return {"updates": self.update, "env_steps": self.env_steps,
                 "seconds": round(seconds, 1), "checkpoint": str(self.out / "last.pt")}
-
-
-def parse_args(argv: Sequence[str] | None = None) -> PPOConfig:
-    """A :class:`PPOConfig` from command-line arguments (one flag per field)."""
-    return parse_config(PPOConfig, argv, prog="mara-train",
-                        description="Train MARA (MAT + PPO) on the batched simulator "
-                                    "(see docs/mara.md).")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``mara-train``."""
-    cfg = parse_args(argv)
-    summary = Trainer(cfg).run()
-    print(f"trained {summary['updates']} updates, {summary['env_steps']} env steps in "
-          f"{summary['seconds']:.0f} s -> {summary['checkpoint']}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -4,7 +4,7 @@ import pytest
 
 from benchmarks import checkpoints as ck
 from benchmarks.cli import main
-from mara_agents.train.trainer import main as train_main
+from mara_agents.train.recipe import main as train_main
 
 TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
         "--rollout-len", "16", "--minibatches", "2", "--epochs", "2", "--env-steps", "128",

@@ -15,7 +15,7 @@ from mara_agents.mat.inputs import stack_inputs
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.distill import (DistillConfig, Distiller, distill_loss, main,
                                        teacher_targets)
-from mara_agents.train.trainer import main as train_main
+from mara_agents.train.recipe import main as train_main
 
 TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
         "--rollout-len", "16", "--minibatches", "2", "--epochs", "2", "--env-steps", "128",

@@ -16,7 +16,8 @@ from mara_agents.checkpoints import load_checkpoint, save
 from mara_agents.mat.policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
-from mara_agents.train.trainer import PPOConfig, Trainer, main, parse_args
+from mara_agents.train.recipe import main, parse_args
+from mara_agents.train.trainer import PPOConfig, Trainer
 
 
 def test_gae_on_a_tiny_trajectory():
@@ -220,15 +221,20 @@ def test_critic_lr_must_be_positive():
         PPOConfig(critic_lr=0.0)
 
 
-@pytest.mark.parametrize("entry", ["mara_agents.train.trainer", "mara_agents.forecast.train",
-                                   "mara_agents.train.distill"])
-def test_help_lists_every_flag(entry, capsys):
+@pytest.mark.parametrize("entry,texts", [
+    ("mara_agents.train.recipe", ("--seed", "--members", "--distill-iterations ",
+                                  "DAgger iterations")),
+    ("mara_agents.forecast.train", ("--seed",)),
+    ("mara_agents.train.distill", ("--seed", "--iterations ", "DAgger iterations"))])
+def test_help_lists_every_flag(entry, texts, capsys):
     import importlib
 
     with pytest.raises(SystemExit) as e:
         importlib.import_module(entry).main(["--help"])
     assert e.value.code == 0
-    assert "--seed" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    for text in texts:  # flags, and the docstrings of inherited and nested fields
+        assert text in out
 
 
 def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
