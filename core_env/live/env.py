@@ -38,9 +38,7 @@ on anything but unavoidable training (the driver, serialisation, transfer, resta
 
 from __future__ import annotations
 
-import os
 import time
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -50,17 +48,9 @@ from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
-from core_env.live.runtime import LocalRuntime, Runtime, SlotTask
+from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, cpu_count
 from core_env.live.workload import LiveWorkload, generate_live_workload
 from core_env.workload import Workload, validate_workload
-
-@lru_cache(maxsize=1)
-def _cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
 
 
 RUNTIME_BACKENDS = ("local", "ray")
@@ -263,7 +253,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 self.failures[m] = r.error
                 self._states.pop(m, None)
         # the least wall time the training alone could take on this machine's CPUs
-        self._slot_timing["train_makespan"] = (max(max(cpus), sum(cpus) / _cpus())
+        self._slot_timing["train_makespan"] = (max(max(cpus), sum(cpus) / cpu_count())
                                                if cpus else 0.0)
         return ll, outcome
 

@@ -214,8 +214,8 @@ class MLPDigitsJob:
         return self.loss()
 
     def save(self) -> bytes:
-        state = {f"p_{k}": a for k, a in self.params.items()}
-        state.update({f"v_{k}": a for k, a in self.velocity.items()})
+        state = {f"p_{k}": np.asarray(a) for k, a in self.params.items()}  # numpy or torch
+        state.update({f"v_{k}": np.asarray(a) for k, a in self.velocity.items()})
         bitgen = self.rng.bit_generator.state
         state["rng_state"] = np.array([bitgen["state"]["state"], bitgen["state"]["inc"]],
                                       dtype=object).astype(str)
@@ -235,5 +235,109 @@ class MLPDigitsJob:
         self.samples = int(state["samples"])
 
 
-JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob}
+class CNNDigitsJob(MLPDigitsJob):
+    """A small convolutional network on the same digits split, in torch (the ``agents``
+    extra; imported when the job is built, so ``core_env`` does not need torch).
+
+    Two 3x3 convolutions of ``channels`` channels with ReLU, a 2x2 max-pool and a linear
+    layer to the 10 classes, trained with minibatch SGD with momentum (the update of
+    :class:`MLPDigitsJob`, on torch's gradients). The initial weights come from a
+    ``torch.Generator`` seeded with the job's seed, the minibatches from the same numpy
+    generator as the MLP's, so the run is determined by the seed (training runs on one torch
+    thread, whatever the process's setting, so that the sums are the same in every
+    process). Work units, nodes,
+    ``lr_scaling`` and the observed loss are as for :class:`MLPDigitsJob`.
+
+    Args:
+        channels: convolution channels. lr, momentum, batch, unit_samples, lr_scaling: as
+            for :class:`MLPDigitsJob`.
+    """
+
+    def __init__(self, channels: int = 8, lr: float = 0.05, momentum: float = 0.9,
+                 batch: int = 16, unit_samples: int = 256, lr_scaling: str = "none") -> None:
+        super().__init__(hidden=1, lr=lr, momentum=momentum, batch=batch,
+                         unit_samples=unit_samples, lr_scaling=lr_scaling)
+        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+            raise ValueError(f"channels: expected an integer >= 1, got {channels!r}")
+        self.channels = channels
+
+    def setup(self, seed: int) -> None:
+        import torch
+
+        x, self.y, xv, self.yv = self.data()
+        self.x = torch.from_numpy(x.reshape(-1, 1, 8, 8).astype(np.float32))
+        self.xv = torch.from_numpy(xv.reshape(-1, 1, 8, 8).astype(np.float32))
+        gen = torch.Generator().manual_seed(seed)
+        c = self.channels
+
+        def init(*shape: int) -> torch.Tensor:  # He-uniform in the fan-in
+            fan_in = math.prod(shape[1:])
+            bound = math.sqrt(6.0 / fan_in)
+            return (torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * bound
+
+        self.params = {"c1": init(c, 1, 3, 3), "c1b": torch.zeros(c),
+                       "c2": init(c, c, 3, 3), "c2b": torch.zeros(c),
+                       "fc": init(10, c * 16), "fcb": torch.zeros(10)}
+        self.velocity = {k: torch.zeros_like(v) for k, v in self.params.items()}
+        self.rng = np.random.default_rng(seed)
+        self.samples = 0
+
+    def _logits(self, x: Any) -> Any:
+        import torch.nn.functional as F
+
+        p = self.params
+        h = F.relu(F.conv2d(x, p["c1"], p["c1b"], padding=1))
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2"], p["c2b"], padding=1)), 2)
+        return F.linear(h.flatten(1), p["fc"], p["fcb"])
+
+    def loss(self) -> float:
+        import torch
+        import torch.nn.functional as F
+
+        with torch.no_grad():
+            return float(F.cross_entropy(self._logits(self.xv), torch.from_numpy(self.yv)))
+
+    def train(self, units: int, nodes: int) -> float:
+        import torch
+
+        bsz = self.batch * nodes
+        lr = self.lr * {"none": 1.0, "sqrt": math.sqrt(nodes), "linear": float(nodes)}[
+            self.lr_scaling]
+        y_all = torch.from_numpy(self.y)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the same sums in every process (restored below)
+        try:
+            self._steps(units * self.unit_samples // self.batch, bsz, lr, y_all)
+            return self.loss()
+        finally:
+            torch.set_num_threads(threads)
+
+    def _steps(self, steps: int, bsz: int, lr: float, y_all: Any) -> None:
+        import torch
+        import torch.nn.functional as F
+
+        p, v = self.params, self.velocity
+        for _ in range(steps):
+            idx = torch.from_numpy(self.rng.integers(0, len(self.y), bsz))
+            for t in p.values():
+                t.requires_grad_(True)
+            loss = F.cross_entropy(self._logits(self.x[idx]), y_all[idx])
+            grads = torch.autograd.grad(loss, list(p.values()))
+            with torch.no_grad():
+                for (k, t), g in zip(p.items(), grads):
+                    v[k] = self.momentum * v[k] - lr * g
+                    p[k] = (t + v[k]).detach()
+            self.samples += bsz
+
+    def load(self, blob: bytes) -> None:
+        import torch
+
+        super().load(blob)
+        self.params = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in
+                       self.params.items()}
+        self.velocity = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in
+                         self.velocity.items()}
+
+
+JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob, "cnn-digits": CNNDigitsJob}
 """Built-in job kinds by name."""

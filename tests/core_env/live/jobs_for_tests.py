@@ -50,3 +50,20 @@ class RaisingJob(CounterJob):
 class NaNJob(CounterJob):
     def train(self, units: int, nodes: int) -> float:
         return math.nan
+
+
+class SpinJob(CounterJob):
+    """A counter that keeps a CPU busy for ``seconds`` per call of train and appends
+    ``name start end`` (perf_counter) to the file ``log``."""
+
+    def __init__(self, name: str = "", log: str = "", seconds: float = 0.3) -> None:
+        super().__init__()
+        self.name, self.log, self.seconds = name, log, seconds
+
+    def train(self, units: int, nodes: int) -> float:
+        start = time.perf_counter()
+        while time.perf_counter() - start < self.seconds:
+            pass
+        with open(self.log, "a") as f:
+            f.write(f"{self.name} {start} {time.perf_counter()}\n")
+        return super().train(units, nodes)

@@ -11,11 +11,12 @@ import time
 import numpy as np
 import pytest
 
-from core_env.live import (JobSpec, SlotTask, TrainingJob, job_class, make_job,
-                           run_serial)
+from core_env.live import (JobSpec, LocalRuntime, SlotTask, TrainingJob, job_class,
+                           make_job, run_serial)
 
 COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
 SLEEP = "tests.core_env.live.jobs_for_tests:SleepJob"
+SPIN = "tests.core_env.live.jobs_for_tests:SpinJob"
 
 
 @pytest.fixture(scope="module")
@@ -42,34 +43,62 @@ def test_job_spec_and_kind_errors():
         make_job(JobSpec("mlp-digits", {"lr_scaling": "cubic"}))
 
 
-def test_mlp_digits_learns_and_k_nodes_see_k_times_the_samples():
-    sk = pytest.importorskip("sklearn")
-    assert sk
-    job = make_job(JobSpec("mlp-digits", seed=0))
+KINDS = [("mlp-digits", {"hidden": 16}), ("cnn-digits", {"channels": 4})]
+
+
+def needs(kind: str) -> None:
+    pytest.importorskip("sklearn")
+    if kind == "cnn-digits":
+        pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("kind,variant", KINDS)
+def test_built_in_jobs_learn_and_k_nodes_see_k_times_the_samples(kind, variant):
+    needs(kind)
+    job = make_job(JobSpec(kind, variant, seed=0))
     assert isinstance(job, TrainingJob)
     first = job.loss()
     losses = [job.train(2, 1) for _ in range(5)]
     assert losses[-1] < 0.5 * first  # ln 10 = 2.3 at the start
-    two = make_job(JobSpec("mlp-digits", seed=0))
+    two = make_job(JobSpec(kind, variant, seed=0))
     two.train(2, 4)
     assert two.samples == 4 * job.samples / 5  # 4 nodes: 4x the samples of one slot
+    other = make_job(JobSpec(kind, variant, seed=1))
+    assert other.train(2, 1) != losses[0]  # another seed, another run
 
 
-def test_mlp_digits_save_and_load_continue_exactly():
-    pytest.importorskip("sklearn")
-    a = make_job(JobSpec("mlp-digits", {"hidden": 16}, seed=3))
+@pytest.mark.parametrize("kind,variant", KINDS)
+def test_built_in_jobs_save_and_load_continue_exactly(kind, variant):
+    needs(kind)
+    a = make_job(JobSpec(kind, variant, seed=3))
     a.train(1, 2)
     blob = a.save()
-    b = make_job(JobSpec("mlp-digits", {"hidden": 16}, seed=3))
+    b = make_job(JobSpec(kind, variant, seed=3))
     b.load(blob)
     assert a.train(2, 1) == b.train(2, 1)
     assert a.save() == b.save()
 
 
+def test_the_cnn_job_gives_the_same_losses_whatever_the_thread_count():
+    torch = pytest.importorskip("torch")
+    needs("cnn-digits")
+    spec = JobSpec("cnn-digits", {"channels": 8}, seed=2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run_serial(spec, [(1, 1), (1, 4)])
+        torch.set_num_threads(4)
+        assert run_serial(spec, [(1, 1), (1, 4)]) == one
+        assert torch.get_num_threads() == 4  # the process's setting is restored
+    finally:
+        torch.set_num_threads(threads)
+
+
 # ------------------------------------------------------------------------ runtime
-def test_a_slot_gives_what_training_in_process_gives(runtime):
-    pytest.importorskip("sklearn")
-    spec = JobSpec("mlp-digits", {"hidden": 16}, seed=5)
+@pytest.mark.parametrize("kind,variant", KINDS)
+def test_a_slot_gives_what_training_in_process_gives(runtime, kind, variant):
+    needs(kind)
+    spec = JobSpec(kind, variant, seed=5)
     want = run_serial(spec, [(1, 1), (1, 2), (2, 1)])
     state, got = None, []
     for (units, k), nodes in zip([(1, 1), (1, 2), (2, 1)], [(0,), (1, 2), (2,)]):
@@ -148,6 +177,33 @@ def test_a_slot_over_its_time_limit_is_stopped(make_runtime):
         assert time.perf_counter() - t0 < 5.0
         assert "time limit" in res.error and rt.restarts == 1 and rt.alive == [True]
         assert rt.run_slot({"a": SlotTask(JobSpec(COUNTER), None, 1, (0,))})["a"].loss == 0.5
+
+
+def test_the_local_runtime_runs_at_most_max_running_jobs_longest_first(tmp_path):
+    log = tmp_path / "log"
+
+    def spin(name: str, seconds: float) -> JobSpec:
+        return JobSpec(SPIN, {"name": name, "log": str(log), "seconds": seconds})
+
+    def runs() -> list[tuple[str, float, float]]:
+        rows = [line.split() for line in log.read_text().splitlines()]
+        log.unlink()
+        return [(name, float(a), float(b)) for name, a, b in rows]
+
+    with LocalRuntime(3, time_limit=1.0, max_running=1) as rt:
+        # not yet measured: the one with more node-units first; each job's time limit runs
+        # from when it is sent (0.7 s each, 1.4 s in all, within the limit)
+        res = rt.run_slot({"a": SlotTask(spin("a", 0.7), None, 1, (0,)),
+                           "b": SlotTask(spin("b", 0.7), None, 1, (1, 2))})
+        assert all(r.error is None for r in res.values())
+        (n1, s1, e1), (n2, s2, e2) = sorted(runs(), key=lambda r: r[1])
+        assert (n1, n2) == ("b", "a") and e1 <= s2  # one at a time
+        # measured: "a" cost 0.7 s per node-unit, "b" 0.35, so "a" goes first now
+        res = rt.run_slot({"a": SlotTask(spin("a", 0.1), res["a"].state, 1, (0,)),
+                           "b": SlotTask(spin("b", 0.1), res["b"].state, 1, (1,))})
+        assert [r[0] for r in sorted(runs(), key=lambda r: r[1])] == ["a", "b"]
+    with pytest.raises(ValueError, match="max_running"):
+        LocalRuntime(1, max_running=0)
 
 
 def test_workers_stop_with_close(make_runtime):
