@@ -6,7 +6,7 @@ TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 # extras to install with the package: agents (torch: MARA), bench (mara-bench's plots and
-# progress bars), fast (numba kernels), live (scikit-learn: live mode's jobs), test; CI adds
+# progress bars), fast (numba kernels), live (scikit-learn, mnist1d: live mode's jobs), test; CI adds
 # ray,sb3,torchrl,docs,data. Each set of extras has its own stamp, so a target that needs
 # more extras installs them
 EXTRAS ?= test,fast,agents,bench,live

@@ -235,6 +235,35 @@ class MLPDigitsJob:
         self.samples = int(state["samples"])
 
 
+class MLPMnist1DJob(MLPDigitsJob):
+    """The MLP of :class:`MLPDigitsJob` on MNIST-1D (Greydanus 2020: 10 classes of
+    one-dimensional signals of length 40), built offline by the ``mnist1d`` package
+    (``make_dataset`` with its default arguments, the ``mnist1d`` variant of the
+    ``real-vision`` bank: 4,000 training and 1,000 validation signals; the ``live`` extra).
+    Work units, nodes, variants and the observed loss are as for :class:`MLPDigitsJob`.
+    """
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(x_train, y_train, x_val, y_val) (built once per process)."""
+        import random
+
+        try:
+            from mnist1d.data import get_dataset_args, make_dataset
+        except ImportError as e:  # pragma: no cover - the live extra installs it
+            raise ImportError("the mlp-mnist1d job needs mnist1d: pip install -e "
+                              "'.[live]'") from e
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:  # make_dataset reseeds the global generators: leave them as they were
+            d = make_dataset(get_dataset_args())
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        return (d["x"].astype(np.float64), d["y"].astype(np.int64),
+                d["x_test"].astype(np.float64), d["y_test"].astype(np.int64))
+
+
 class CNNDigitsJob(MLPDigitsJob):
     """A small convolutional network on the same digits split, in torch (the ``agents``
     extra; imported when the job is built, so ``core_env`` does not need torch).
@@ -339,5 +368,6 @@ class CNNDigitsJob(MLPDigitsJob):
                          self.velocity.items()}
 
 
-JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob, "cnn-digits": CNNDigitsJob}
+JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob, "mlp-mnist1d": MLPMnist1DJob,
+                               "cnn-digits": CNNDigitsJob}
 """Built-in job kinds by name."""

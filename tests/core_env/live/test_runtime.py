@@ -43,13 +43,16 @@ def test_job_spec_and_kind_errors():
         make_job(JobSpec("mlp-digits", {"lr_scaling": "cubic"}))
 
 
-KINDS = [("mlp-digits", {"hidden": 16}), ("cnn-digits", {"channels": 4})]
+KINDS = [("mlp-digits", {"hidden": 16}), ("mlp-mnist1d", {"hidden": 16}),
+         ("cnn-digits", {"channels": 4})]
+LEARNS = {"mlp-digits": 0.5, "mlp-mnist1d": 0.85, "cnn-digits": 0.5}
+"""The loss after 10 units is below this share of the first (MNIST-1D is hard for an MLP)."""
 
 
 def needs(kind: str) -> None:
+    pytest.importorskip({"mlp-digits": "sklearn", "mlp-mnist1d": "mnist1d",
+                         "cnn-digits": "torch"}[kind])
     pytest.importorskip("sklearn")
-    if kind == "cnn-digits":
-        pytest.importorskip("torch")
 
 
 @pytest.mark.parametrize("kind,variant", KINDS)
@@ -59,7 +62,7 @@ def test_built_in_jobs_learn_and_k_nodes_see_k_times_the_samples(kind, variant):
     assert isinstance(job, TrainingJob)
     first = job.loss()
     losses = [job.train(2, 1) for _ in range(5)]
-    assert losses[-1] < 0.5 * first  # ln 10 = 2.3 at the start
+    assert losses[-1] < LEARNS[kind] * first  # ln 10 = 2.3 at the start
     two = make_job(JobSpec(kind, variant, seed=0))
     two.train(2, 4)
     assert two.samples == 4 * job.samples / 5  # 4 nodes: 4x the samples of one slot
