@@ -67,15 +67,8 @@ from typing import Any
 
 import numpy as np
 
-LOSS_FLOOR = 0.01
-"""Lower clip of the loss, so that ``log(loss)`` stays finite."""
-
-RETURN_RANGE: dict[str, tuple[float, float]] = {
-    "CartPole-v1": (0.0, 500.0),
-    "Acrobot-v1": (-500.0, -60.0),
-    "Pendulum-v1": (-1600.0, -150.0),
-}
-"""Per environment ``(R_worst, R_best)`` of the loss normalisation (see the module doc)."""
+from core_env.live.sb3_job import (LOSS_FLOOR, RETURN_RANGE,  # noqa: F401 (the bank's loss)
+                                   normalised_loss)
 
 HELD_OUT_GROUPS: frozenset[str] = frozenset({"Acrobot-v1"})
 """Groups (environment ids) of the held-out split."""
@@ -154,13 +147,6 @@ class RunSpec:
             parts.append("norm_reward")
         parts.append(f"seed={self.seed}")
         return " ".join(parts)
-
-
-def normalised_loss(returns: np.ndarray, env_id: str) -> np.ndarray:
-    """Loss of mean episode returns: ``max((R_best - R) / (R_best - R_worst), LOSS_FLOOR)``."""
-    worst, best = RETURN_RANGE[env_id]
-    gap = (best - np.asarray(returns, dtype=np.float64)) / (best - worst)
-    return np.maximum(gap, LOSS_FLOOR)
 
 
 def train_curve(spec: RunSpec) -> dict[str, Any]:

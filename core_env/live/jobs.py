@@ -34,6 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from core_env.live.sb3_job import SB3ClassicJob
+
 
 @runtime_checkable
 class TrainingJob(Protocol):
@@ -369,5 +371,5 @@ class CNNDigitsJob(MLPDigitsJob):
 
 
 JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob, "mlp-mnist1d": MLPMnist1DJob,
-                               "cnn-digits": CNNDigitsJob}
+                               "cnn-digits": CNNDigitsJob, "sb3-classic": SB3ClassicJob}
 """Built-in job kinds by name."""
