@@ -10,6 +10,8 @@ CoRE-HeldOut-v0     training load, held-out family mix (different parameters)
 CoRE-Small-v0       4 nodes, K=8, 40 arrival slots: tiny and fast (tests, examples)
 CoRE-Real-v0        training load, real curves (held-out split of the banks)
 CoRE-RealTrace-v0   as CoRE-Real-v0 with real bursty arrivals (Alibaba 2018)
+CoRE-8-v0           8 nodes, K=16, the training load per node (half the arrivals)
+CoRE-64-v0          64 nodes, K=64, the training load per node (4x the arrivals)
 CoRE-256-v0         256 nodes, K=128, the training load per node (16x the arrivals)
 CoRE-1024-v0        1,024 nodes, K=512, the training load per node (64x the arrivals)
 ==================  ==========================================================
@@ -52,6 +54,8 @@ PRESETS: dict[str, CoreConfig] = {
         workload=WorkloadConfig(base_arrival_rate=0.3, arrival_slots=40,
                                 required_work=(2.0, 40.0), window=(3, 40),
                                 parallelism_choices=(1, 2, 4))),
+    "CoRE-8-v0": scaled(8, 16),
+    "CoRE-64-v0": scaled(64, 64),
     "CoRE-256-v0": scaled(256, 128),
     "CoRE-1024-v0": scaled(1024, 512),
 }

@@ -66,11 +66,14 @@ CASES = (
     Case("CoRE-Small-v0", "CoRE-Small-v0", {}, (0, 1, 2)),
     Case("hetero-speeds", "CoRE-v0", {"speed_choices": (0.5, 1.0, 1.5)}, (0,)),
     Case("switch-cost", "CoRE-v0", {"switch_cost": 0.25}, (0,)),
+    Case("CoRE-8-v0", "CoRE-8-v0", {}, (0,)),
+    Case("CoRE-64-v0", "CoRE-64-v0", {"arrival_slots": 40}, (0,)),
     Case("CoRE-256-v0", "CoRE-256-v0", {"arrival_slots": 10}, (0,)),
     Case("CoRE-1024-v0", "CoRE-1024-v0", {"arrival_slots": 5}, (0,)),
 )
 """Every preset, plus heterogeneous node speeds and a switching cost (whole episodes; the
-large clusters with arrivals in their first 10 and 5 slots only, to keep them short)."""
+clusters of 64, 256 and 1,024 nodes with arrivals in their first 40, 10 and 5 slots only, to
+keep them short)."""
 
 POLICIES = ("random", "edf", "lara", "oracle_greedy")
 """The policies whose episodes are fingerprinted (numpy-only: no torch, no BLAS)."""
