@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from core_env.live.sb3_job import SB3ClassicJob
+from core_env.live.scaling import check_lr_scaling, scaled_lr
 
 
 @runtime_checkable
@@ -146,9 +147,7 @@ class MLPDigitsJob:
         if unit_samples % batch:
             raise ValueError(f"unit_samples: expected a multiple of batch={batch}, got "
                              f"{unit_samples}")
-        if lr_scaling not in ("none", "sqrt", "linear"):
-            raise ValueError(f"lr_scaling: expected 'none', 'sqrt' or 'linear', got "
-                             f"{lr_scaling!r}")
+        check_lr_scaling(lr_scaling)
         self.lr_scaling = lr_scaling
         self.hidden, self.lr, self.momentum = int(hidden), float(lr), float(momentum)
         self.batch, self.unit_samples = int(batch), int(unit_samples)
@@ -197,8 +196,7 @@ class MLPDigitsJob:
     def train(self, units: int, nodes: int) -> float:
         p, v = self.params, self.velocity
         bsz = self.batch * nodes
-        lr = self.lr * {"none": 1.0, "sqrt": math.sqrt(nodes), "linear": float(nodes)}[
-            self.lr_scaling]
+        lr = scaled_lr(self.lr, self.lr_scaling, nodes)
         for _ in range(units * self.unit_samples // self.batch):
             idx = self.rng.integers(0, len(self.y), bsz)
             x, y = self.x[idx], self.y[idx]
@@ -332,8 +330,7 @@ class CNNDigitsJob(MLPDigitsJob):
         import torch
 
         bsz = self.batch * nodes
-        lr = self.lr * {"none": 1.0, "sqrt": math.sqrt(nodes), "linear": float(nodes)}[
-            self.lr_scaling]
+        lr = scaled_lr(self.lr, self.lr_scaling, nodes)
         y_all = torch.from_numpy(self.y)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the same sums in every process (restored below)

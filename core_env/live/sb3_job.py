@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from core_env.live.scaling import check_lr_scaling, scaled_lr
+
 LOSS_FLOOR = 0.01
 """Lower clip of the loss, so that ``log(loss)`` stays finite."""
 
@@ -74,9 +76,7 @@ class SB3ClassicJob:
         if unit_steps % n_steps:
             raise ValueError(f"unit_steps: expected a multiple of n_steps={n_steps}, got "
                              f"{unit_steps}")
-        if lr_scaling not in ("none", "sqrt", "linear"):
-            raise ValueError(f"lr_scaling: expected 'none', 'sqrt' or 'linear', got "
-                             f"{lr_scaling!r}")
+        check_lr_scaling(lr_scaling)
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
             raise ValueError(f"lr: expected a positive number, got {lr!r}")
         self.algo, self.env_id, self.lr, self.lr_scaling = algo, env_id, float(lr), lr_scaling
@@ -90,8 +90,7 @@ class SB3ClassicJob:
         from stable_baselines3.common.env_util import make_vec_env
 
         env = make_vec_env(self.env_id, n_envs=nodes, seed=int(self.rng.integers(2**31)))
-        lr = self.lr * {"none": 1.0, "sqrt": math.sqrt(nodes), "linear": float(nodes)}[
-            self.lr_scaling]
+        lr = scaled_lr(self.lr, self.lr_scaling, nodes)
         kwargs: dict[str, Any] = {"learning_rate": lr, "n_steps": self.n_steps,
                                   "device": "cpu", "verbose": 0}
         with torch.random.fork_rng():
