@@ -69,9 +69,9 @@ def member_state(cfg: PPOConfig) -> str:
     return "done" if int(blob["update"]) >= total else "partial"
 
 
-def train_member(cfg: PPOConfig) -> dict[str, Any]:
-    """Train (or resume, or skip) one member; returns its summary with the bytes of its
-    ``last.pt`` and ``curve.json`` (what a Ray task sends back)."""
+def train_member(cfg: PPOConfig, send_files: bool = False) -> dict[str, Any]:
+    """Train (or resume, or skip) one member; returns its summary, with (``send_files``:
+    what a Ray task sends back) the bytes of its ``last.pt`` and ``curve.json``."""
     state = member_state(cfg)
     out = Path(cfg.out)
     t0 = time.perf_counter()
@@ -79,7 +79,7 @@ def train_member(cfg: PPOConfig) -> dict[str, Any]:
         resume = str(out / "last.pt") if state == "partial" else ""
         Trainer(replace(cfg, resume=resume)).run()
     files = {name: (out / name).read_bytes() for name in ("last.pt", "curve.json")
-             if (out / name).is_file()}
+             if send_files and (out / name).is_file()}
     return {"seed": cfg.seed, "out": str(out), "was": state,
             "seconds": round(time.perf_counter() - t0, 1), "files": files}
 
@@ -102,10 +102,16 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+def worker_count(cfg: PPOConfig) -> int:
+    """Members trained at once on the local pool: ``workers`` (0: the CPUs), at most
+    ``members``."""
+    return min(cfg.workers or _cpus(), cfg.members)
+
+
 def train_members(cfg: PPOConfig) -> list[dict[str, Any]]:
     """Stage 1 on ``cfg.backend``: every member, ``workers`` at a time."""
     configs = [member_config(cfg, i) for i in range(cfg.members)]
-    workers = min(cfg.workers or _cpus(), cfg.members)
+    workers = worker_count(cfg)
     if cfg.backend == "ray":
         import ray  # the ray extra
 
@@ -115,7 +121,9 @@ def train_members(cfg: PPOConfig) -> list[dict[str, Any]]:
                      log_to_driver=False)
         try:
             task = ray.remote(num_cpus=max(cfg.threads, 1))(train_member)
-            results = ray.get([task.remote(c) for c in configs])
+            results = ray.get([task.remote(c, True) for c in configs])
+            for r in results:  # the driver writes what the tasks trained
+                _write_member(r)
         finally:
             if started:
                 ray.shutdown()
@@ -124,8 +132,6 @@ def train_members(cfg: PPOConfig) -> list[dict[str, Any]]:
     else:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
             results = list(pool.map(train_member, configs))
-    for r in results:
-        _write_member(r)
     return [{k: v for k, v in r.items() if k != "files"} for r in results]
 
 
@@ -141,7 +147,7 @@ def run_recipe(cfg: PPOConfig) -> dict[str, Any]:
     t1 = time.perf_counter()
     summary: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg))),
                                "members": members,
-                               "workers": min(cfg.workers or _cpus(), cfg.members),
+                               "workers": worker_count(cfg),
                                "member_seconds": round(t1 - t0, 1)}
     if cfg.members > 1:
         files = [Path(m["out"]) / "last.pt" for m in members]
