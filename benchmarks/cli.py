@@ -151,6 +151,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="with --backend ray: the cluster to join (default: a local Ray)")
     lv.add_argument("--out", type=Path, default=Path("results/live"),
                     help="results folder; rerun to resume")
+    from benchmarks import marl
+    from mara_agents.marl import ALGORITHMS
+
+    ml = command("marl", "train MaskablePPO, MAPPO, IPPO and RLlib PPO for the same env-step "
+                         "budget, then run them paired with LARA and MARA")
+    ml.add_argument("--presets", nargs="+", type=_preset, default=list(marl.PRESETS),
+                    help="presets to train and evaluate on")
+    ml.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS),
+                    help="the algorithms")
+    ml.add_argument("--env-steps", type=_whole(1), default=marl.ENV_STEPS,
+                    help="training budget of every algorithm (env steps)")
+    ml.add_argument("--seeds", type=_whole(2), default=marl.SEEDS, help="evaluation seeds 0..n-1")
+    ml.add_argument("--workers", type=_whole(1), default=2,
+                    help="training runs and episodes at a time")
+    ml.add_argument("--rllib-python", type=Path, default=marl.RLLIB_PYTHON,
+                    help="the Python of RLlib's own environment (make .venv-rllib/.installed)")
+    ml.add_argument("--out", type=Path, default=marl.MODELS_DIR.parent,
+                    help="results folder (models in <out>/models); rerun to resume")
     soak = command("soak", "1M env steps + 100k batched steps: memory and errors")
     soak.add_argument("--preset", type=_preset, default="CoRE-v0", help="preset id")
     soak.add_argument("--env-steps", type=_whole(1), default=1_000_000,
@@ -246,6 +264,11 @@ def _run(args: argparse.Namespace) -> int:
                            args.workers, progress=True)
         print(ck_suite.format_table(res))
         _write_json(args.out, res)
+    elif args.suite == "marl":
+        from benchmarks import marl
+        print(marl.run(args.out, args.presets, args.algorithms, args.env_steps,
+                       args.seeds, args.workers, args.rllib_python))
+        print(f"results in {args.out}/ (training.md, curve_<algorithm>.png)")
     elif args.suite == "soak":
         from benchmarks import soak as soak_suite
         res = soak_suite.run(args.preset, args.env_steps, args.batched_steps, args.num_envs,

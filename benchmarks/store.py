@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import warnings
 from collections.abc import Sequence
@@ -30,10 +31,14 @@ MANIFEST = "manifest.json"
 contributed episodes (see :func:`update_manifest`)."""
 
 
+_UNSAFE = re.compile(r"[:/\\]")
+
+
 def file_key(preset: str, policy: str, seed: int) -> str:
     """The name (without ``.json``) of a record's file: ``<preset>__<policy>__<seed>``, with
-    the ``:`` of a ``module:Factory`` policy spec written as ``+`` (portable file names)."""
-    return f"{preset}__{policy.replace(':', '+')}__{seed}"
+    the ``:`` of a ``module:Factory`` policy spec and the ``/`` or ``\\`` of a
+    ``name@folder`` spec written as ``+`` (portable file names)."""
+    return f"{preset}__{_UNSAFE.sub('+', policy)}__{seed}"
 
 
 def config_record(preset: str) -> dict[str, Any]:

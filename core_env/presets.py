@@ -73,3 +73,9 @@ def make_config(preset: str = DEFAULT_PRESET, **overrides: Any) -> CoreConfig:
     if preset not in PRESETS:
         raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {preset!r}")
     return PRESETS[preset].replace(**overrides) if overrides else PRESETS[preset]
+
+
+def preset_of(config: CoreConfig) -> str | None:
+    """The id of the preset whose configuration equals ``config`` (the first, in
+    :data:`PRESETS` order), or None for a configuration no preset has."""
+    return next((name for name, cfg in PRESETS.items() if cfg == config), None)

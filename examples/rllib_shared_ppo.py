@@ -1,16 +1,18 @@
 """RLlib: one PPO policy shared by every node, with action masking, via
 ``ParallelPettingZooEnv``.
 
-RLlib's masking module (``ActionMaskingTorchRLModule``, from RLlib's own examples) reads an
-observation ``{"observations": ..., "action_mask": ...}`` and sets the logits of masked
-actions to the float minimum. :class:`RLlibObservations` renames our ``observation`` key
-to ``observations`` and casts the mask to float32; nothing else changes. Every agent maps
-to the policy ``"shared"`` (parameter sharing).
+The glue is package code, in :mod:`mara_agents.marl.rllib`: RLlib's masking module
+(``ActionMaskingTorchRLModule``, from RLlib's own examples) reads an observation
+``{"observations": ..., "action_mask": ...}`` and sets the logits of masked actions to the
+float minimum; ``RLlibObservations`` renames our ``observation`` key to ``observations`` and
+casts the mask to float32; ``build`` maps every agent to the policy ``"shared"`` (parameter
+sharing). ``mara-bench marl`` trains the same algorithm for its full budget
+(``python -m mara_agents.marl train rllib_ppo``).
 
 RLlib pins an older Gymnasium (``ray[rllib]`` 2.60 requires ``gymnasium==1.2.2``);
 core-env supports Gymnasium 1.2 and newer, so install the extra into its own environment::
 
-    python -m venv .venv-rllib && .venv-rllib/bin/pip install -e ".[rllib]"
+    python -m venv .venv-rllib && .venv-rllib/bin/pip install -e ".[agents,rllib]"
     .venv-rllib/bin/python examples/rllib_shared_ppo.py --iterations 5 --seed 0
 
 ``gamma=1``: the reward shaping is potential-based and only policy-invariant undiscounted.
@@ -21,78 +23,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import gymnasium
 import numpy as np
-from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 import core_env
+from mara_agents.marl.rllib import RLlibObservations, RLlibPPOConfig, make_env  # noqa: F401
+from mara_agents.marl.rllib import build as build_ppo
 
 PRESET = "CoRE-Small-v0"
-ENV_NAME = "core_env_parallel"
-
-
-class RLlibObservations(BaseParallelWrapper):
-    """``{"observation", "action_mask"}`` -> ``{"observations", "action_mask"}``, mask as
-    float32 (the layout RLlib's action-masking module expects)."""
-
-    def __init__(self, env: Any) -> None:
-        super().__init__(env)
-        k1 = env.action_space(env.possible_agents[0]).n
-        base = env.observation_space(env.possible_agents[0])["observation"]
-        self._space = gymnasium.spaces.Dict({
-            "observations": base,
-            "action_mask": gymnasium.spaces.Box(0.0, 1.0, shape=(k1,), dtype=np.float32),
-        })
-
-    def observation_space(self, agent: str) -> gymnasium.Space:
-        return self._space
-
-    def _convert(self, obs: dict) -> dict:
-        return {a: {"observations": o["observation"],
-                    "action_mask": o["action_mask"].astype(np.float32)} for a, o in obs.items()}
-
-    def reset(self, seed: int | None = None, options: dict | None = None):
-        obs, infos = self.env.reset(seed=seed, options=options)
-        return self._convert(obs), infos
-
-    def step(self, actions: dict):
-        obs, rewards, terms, truncs, infos = self.env.step(actions)
-        return self._convert(obs), rewards, terms, truncs, infos
-
-
-def make_env(env_config: dict | None = None) -> Any:
-    """RLlib env creator: ``env_config`` = ``{"preset": id, **overrides}``."""
-    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
-
-    cfg = dict(env_config or {})
-    preset = cfg.pop("preset", PRESET)
-    return ParallelPettingZooEnv(RLlibObservations(core_env.parallel_env(preset=preset, **cfg)))
+CONFIG = RLlibPPOConfig(train_batch=1024)
+"""The package's settings with a smaller batch per iteration (a quick example)."""
 
 
 def build(preset: str = PRESET, seed: int = 0) -> Any:
     """A PPO algorithm with one shared, action-masked policy for every node."""
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-    from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (
-        ActionMaskingTorchRLModule)
-    from ray.tune.registry import register_env
-
-    register_env(ENV_NAME, make_env)
-    config = (
-        PPOConfig()
-        .environment(ENV_NAME, env_config={"preset": preset})
-        .multi_agent(policies={"shared"},
-                     policy_mapping_fn=lambda agent_id, episode, **kwargs: "shared")
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-            "shared": RLModuleSpec(module_class=ActionMaskingTorchRLModule,
-                                   model_config={"fcnet_hiddens": [64, 64]})}))
-        .env_runners(num_env_runners=0)
-        .training(gamma=1.0, lambda_=0.95, lr=1e-3, train_batch_size_per_learner=1024,
-                  minibatch_size=256, num_epochs=5)
-        .debugging(seed=seed)
-    )
-    return config.build_algo()
+    return build_ppo(preset, seed, CONFIG)
 
 
 def play(algo: Any, seed: int, preset: str = PRESET, sample_seed: int = 0) -> dict[str, Any]:

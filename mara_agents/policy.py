@@ -30,9 +30,12 @@ import hashlib
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from mara_agents.marl import ALGORITHMS as MARL, MODELS_DIR
 
 PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")
 """The schedulers a user would pick instead of MARA (docs/baselines.md, "Peer schedulers")."""
@@ -44,8 +47,10 @@ BASELINES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_p
 MARA = "mara"
 """The shipped MARA (``mara_agents/weights/mara_default.pt``)."""
 
-POLICY_NAMES = (*BASELINES, MARA)
-"""Every built-in policy name :func:`make_policy` accepts."""
+POLICY_NAMES = (*BASELINES, MARA, *MARL)
+"""Every built-in policy name :func:`make_policy` accepts. The MARL names
+(:data:`mara_agents.marl.ALGORITHMS`) run the models ``mara-bench marl`` trained into
+``results/marl/models``; ``<name>@<folder>`` runs those of another models folder."""
 
 
 @runtime_checkable
@@ -136,6 +141,10 @@ def policy_fingerprint(spec: str) -> str | None:
         return file_fingerprint(shipped())
     if spec in BASELINES:
         return None
+    marl = marl_spec(spec)
+    if marl is not None:
+        files = sorted(Path(marl[1]).glob(f"*/{marl[0]}-seed0.pt"))
+        return file_fingerprint(*files) if files else None
     mark = getattr(resolve_factory(check_policy_spec(spec)), "fingerprint", None)
     value = mark() if callable(mark) else mark
     if value is not None and not isinstance(value, str):
@@ -157,9 +166,18 @@ def check_policy_spec(spec: Any) -> str:
     ``ValueError`` listing the valid names (nothing is built)."""
     if not isinstance(spec, str):
         raise ValueError(f"policy: expected a name or 'package.module:Factory', got {spec!r}")
-    if spec not in POLICY_NAMES:
+    if spec not in POLICY_NAMES and marl_spec(spec) is None:
         resolve_factory(spec)
     return spec
+
+
+def marl_spec(spec: str) -> tuple[str, Path] | None:
+    """``(algorithm, models folder)`` of a MARL policy name (``"mappo"``: the default folder
+    :data:`mara_agents.marl.MODELS_DIR`; ``"mappo@<folder>"``), else None."""
+    name, sep, folder = spec.partition("@")
+    if name not in MARL or (sep and not folder):
+        return None
+    return name, Path(folder) if sep else MODELS_DIR
 
 
 def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
@@ -192,6 +210,9 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         return _make_mara(env, forecaster, **kwargs)
     if name in BASELINES:
         return _make_baseline(name, env, forecaster, **kwargs)
+    marl = marl_spec(name)
+    if marl is not None:
+        return _make_marl(env, forecaster, *marl, **kwargs)
     factory = resolve_factory(check_policy_spec(name))
     if forecaster is not None:
         raise ValueError(f"forecaster: a user policy ({name}) builds its own environment")
@@ -251,3 +272,17 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
     else:
         env = mara_env(env, kwargs.get("checkpoint"), fm_steps)
     return env, MARAPolicy(env, **kwargs)
+
+
+def _make_marl(env: Any, forecaster: Any, algorithm: str, models: Path, **kwargs: Any
+               ) -> tuple[Any, Policy]:
+    """A trained MARL model: the one trained on ``env``'s preset, else on CoRE-v0
+    (:func:`mara_agents.marl.model_path`)."""
+    from core_env.presets import preset_of
+    from mara_agents.marl import make_marl_policy, model_path
+
+    if forecaster is not None:
+        raise ValueError(f"forecaster: {algorithm} reads no forecasts, got "
+                         f"{type(forecaster).__name__}")
+    path = model_path(models, preset_of(env.unwrapped.config), algorithm)
+    return env, make_marl_policy(env, algorithm, path, **kwargs)

@@ -65,3 +65,46 @@ def test_gymnasium_version_is_the_one_rllib_pins():
     assert env.observation_space.contains(obs)
     print("gymnasium", gymnasium.__version__, "ray", ray.__version__, "core_env",
           core_env.__version__)
+
+
+@pytest.mark.slow
+def test_exported_actor_gives_the_module_logits_and_trains_a_model(local_ray, tmp_path):
+    """The model file's plain MLP is the RLlib module's actor: the same logits on legal
+    actions (RLlib puts the float minimum on masked ones, the policy -inf)."""
+    import torch
+
+    from mara_agents.marl import make_marl_policy
+    from mara_agents.marl.common import load_model, mlp
+    from mara_agents.marl.rllib import export_actor, train
+    from mara_agents.policy import run_episode
+
+    algo = ex.build(seed=0)
+    try:
+        algo.train()
+        module = algo.get_module("shared")
+        state = export_actor(module)
+        env = ex.RLlibObservations(core_env.parallel_env(preset="CoRE-Small-v0"))
+        obs, _ = env.reset(seed=5)
+        batch = {key: torch.as_tensor(np.stack([obs[a][key] for a in env.agents]))
+                 for key in ("observations", "action_mask")}
+        with torch.no_grad():
+            want = module.forward_inference({"obs": dict(batch)})["action_dist_inputs"]
+        sizes = [batch["observations"].shape[1], *ex.CONFIG.hidden, want.shape[1]]
+        net = mlp(sizes)
+        net.load_state_dict(state)
+        with torch.no_grad():
+            got = net(batch["observations"])
+        legal = batch["action_mask"].bool()
+        assert torch.allclose(got[legal], want[legal], atol=1e-5)
+    finally:
+        algo.stop()
+    ray.shutdown()  # train() starts its own Ray
+    path = train("CoRE-Small-v0", 256, 0, tmp_path / "m.pt",
+                 config=ex.RLlibPPOConfig(train_batch=256, minibatch=128, epochs=1))
+    blob = load_model(path, "rllib_ppo")
+    assert blob["curve"]["steps"] >= 256 and blob["library"]["name"] == "ray"
+    par = core_env.parallel_env(preset="CoRE-Small-v0")
+    policy = make_marl_policy(par, "rllib_ppo", path)
+    stats = run_episode(par, policy, seed=2)
+    assert stats["illegal_actions"] == 0 and stats == run_episode(par, policy, seed=2)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # for the fixture

@@ -1,0 +1,230 @@
+"""``mara-bench marl``: the standard MARL algorithms trained on the benchmark, each for the
+same budget of env steps, then run paired with LARA and MARA on the same seeds.
+
+1. **Train** every (preset, algorithm) that has no model yet in ``<out>/models``, at most
+   ``workers`` at a time, each in its own process on one thread
+   (``python -m mara_agents.marl train ...``; ``rllib_ppo`` with RLlib's own environment's
+   Python, ``.venv-rllib/bin/python``). A model already there is kept if it was trained
+   with the same budget and seed, and refused otherwise.
+2. **Evaluate** LARA, MARA and every trained model on seeds ``0..seeds-1`` of each preset
+   (the episode store of the other suites: resumable, paired).
+3. **Report** into ``<out>``: ``table.md`` (completion, paired difference to LARA and to
+   MARA), ``training.md`` (env steps, wall time, library, command per model),
+   ``curve_<algorithm>.png`` (the training episodes' completion rate against env steps),
+   and the other suites' ``results.json`` / ``results.csv``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import markdown_table, summarise, write_report
+from benchmarks.runner import EpisodeSpec, run_episodes
+from benchmarks.store import write_atomic
+from mara_agents.marl import ALGORITHMS, MODELS_DIR, model_file
+
+PRESETS = ("CoRE-v0", "CoRE-Heavy-v0")
+"""The presets the algorithms are trained and evaluated on."""
+
+ENV_STEPS = 200_000
+"""The training budget of every algorithm, in env steps (slots of the whole cluster)."""
+
+SEEDS = 50
+"""Evaluation seeds 0..49 (the schedule suite's)."""
+
+TRAIN_SEED = 0
+"""The training seed of every model (the policies run ``<algorithm>-seed0.pt``)."""
+
+RLLIB_PYTHON = Path(".venv-rllib/bin/python")
+"""RLlib's own environment (``make .venv-rllib/.installed``)."""
+
+
+def train_command(python: str | Path, algorithm: str, preset: str, env_steps: int, seed: int,
+                  out: Path) -> list[str]:
+    """The command that trains one model."""
+    return [str(python), "-m", "mara_agents.marl", "train", algorithm, "--preset", preset,
+            "--env-steps", str(env_steps), "--seed", str(seed), "--out", str(out)]
+
+
+def check_model(path: Path, algorithm: str, preset: str, env_steps: int, seed: int) -> dict:
+    """The model file at ``path`` if it was trained as asked.
+
+    Raises:
+        ValueError: it is unreadable, or trained with another budget, seed or preset.
+    """
+    from mara_agents.marl.common import load_model
+
+    blob = load_model(path, algorithm)
+    got = {k: blob[k] for k in ("preset", "env_steps", "seed")}
+    want = {"preset": preset, "env_steps": env_steps, "seed": seed}
+    if got != want:
+        raise ValueError(f"{path}: trained with {got}, this run asks for {want}; use another "
+                         f"--out or remove it")
+    return blob
+
+
+def train_missing(jobs: Sequence[tuple[str, str, Path]], env_steps: int, seed: int,
+                  workers: int, rllib_python: Path, progress: bool = True) -> None:
+    """Train the ``(algorithm, preset, path)`` jobs whose file is missing, ``workers`` at a
+    time (each process on one thread); its output goes to ``<path>.log``.
+
+    Raises:
+        RuntimeError: a training process failed (naming its log).
+    """
+    todo = [j for j in jobs if not j[2].is_file()]
+    running: list[tuple[subprocess.Popen, tuple[str, str, Path], float]] = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    while todo or running:
+        while todo and len(running) < workers:
+            algo, preset, path = job = todo.pop(0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            python = rllib_python if algo == "rllib_ppo" else Path(sys.executable)
+            log = open(path.with_suffix(".log"), "w")  # noqa: SIM115 (closed by the child)
+            proc = subprocess.Popen(train_command(python, algo, preset, env_steps, seed, path),
+                                    stdout=log, stderr=subprocess.STDOUT, env=env)
+            log.close()
+            running.append((proc, job, time.perf_counter()))
+            if progress:
+                print(f"training {algo} on {preset} ({env_steps} env steps) -> {path}",
+                      flush=True)
+        time.sleep(1.0)
+        for item in list(running):
+            proc, (algo, preset, path), start = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            if proc.returncode != 0:
+                for p, _, _ in running:
+                    p.kill()
+                raise RuntimeError(f"training {algo} on {preset} failed (exit status "
+                                   f"{proc.returncode}); see {path.with_suffix('.log')}")
+            if progress:
+                print(f"trained {algo} on {preset} in {time.perf_counter() - start:.0f} s",
+                      flush=True)
+
+
+def policy_name(algorithm: str, models: Path) -> str:
+    """The policy spec of an algorithm's models in ``models``."""
+    return algorithm if models == MODELS_DIR else f"{algorithm}@{models}"
+
+
+def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
+        algorithms: Sequence[str] = ALGORITHMS, env_steps: int = ENV_STEPS, seeds: int = SEEDS,
+        workers: int = 2, rllib_python: Path = RLLIB_PYTHON,
+        progress: bool = True) -> str:
+    """Train what is missing, evaluate, and write the report; returns ``table.md``'s text.
+
+    Raises:
+        ValueError: a bad argument, a model trained otherwise, or ``rllib_ppo`` asked for
+            without RLlib's environment, before anything runs.
+    """
+    import core_env
+    from mara_agents.checkpoints import shipped
+
+    for name, value, low in (("env_steps", env_steps, 1), ("seeds", seeds, 2),
+                             ("workers", workers, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    bad = [a for a in algorithms if a not in ALGORITHMS]
+    if bad or not algorithms or len(set(algorithms)) != len(algorithms):
+        raise ValueError(f"algorithms: expected distinct names among {ALGORITHMS}, got "
+                         f"{list(algorithms)}")
+    bad = [p for p in presets if p not in core_env.PRESETS]
+    if bad or not presets:
+        raise ValueError(f"presets: expected some of {sorted(core_env.PRESETS)}, got "
+                         f"{list(presets)}")
+    models, seed = out / "models", TRAIN_SEED
+    jobs = [(a, p, model_file(models, p, a, seed)) for p in presets for a in algorithms]
+    for algo, preset, path in jobs:
+        if path.is_file():
+            check_model(path, algo, preset, env_steps, seed)
+        elif algo == "rllib_ppo" and not Path(rllib_python).is_file():
+            raise ValueError(f"rllib_ppo needs RLlib's own environment ({rllib_python} is "
+                             f"missing): run `make .venv-rllib/.installed`, or leave "
+                             f"rllib_ppo out of --algorithms")
+    train_missing(jobs, env_steps, seed, workers, Path(rllib_python), progress)
+    blobs = {(a, p): check_model(path, a, p, env_steps, seed) for a, p, path in jobs}
+    names = {a: policy_name(a, models) for a in algorithms}
+    refs = ["lara", *(["mara"] if shipped().is_file() and _fits("mara", presets) else [])]
+    policies = [*refs, *names.values()]
+    from mara_agents.policy import policy_fingerprint
+
+    specs = [EpisodeSpec(p, pol, s) for p in presets for pol in policies for s in range(seeds)]
+    results = run_episodes(specs, out, workers=workers, progress=progress,
+                           policy_hashes={p: policy_fingerprint(p) for p in policies})
+    meta = {"suite": "marl", "policies": policies, "presets": list(presets),
+            "seeds": list(range(seeds)), "env_steps": env_steps, "train_seed": seed,
+            "reference": "lara"}
+    table = write_report(results, out, meta)
+    if "mara" in refs:
+        vs_mara = [r for r in summarise(results, "mara") if r["policy"] in names.values()]
+        table += "\n" + markdown_table(
+            ["preset", "policy", "vs MARA, paired (95% CI)"],
+            [[r["preset"], r["policy"], _pts(r)] for r in vs_mara])
+    write_atomic(out / "table.md", table)
+    write_atomic(out / "training.md", training_table(blobs, models))
+    plot_curves(blobs, out)
+    return table
+
+
+def _fits(policy: str, presets: Sequence[str]) -> bool:
+    """Whether ``policy`` builds on every preset (the shipped MARA needs 16 nodes and 32
+    slots)."""
+    from benchmarks.suites import check_policies_fit
+
+    try:
+        check_policies_fit([policy], presets)
+    except ValueError:
+        return False
+    return True
+
+
+def _pts(r: dict[str, Any]) -> str:
+    return (f"{100 * r['diff_vs_ref']:+.1f} pts ({100 * r['diff_ci_low']:+.1f}, "
+            f"{100 * r['diff_ci_high']:+.1f})")
+
+
+def training_table(blobs: dict[tuple[str, str], dict], models: Path) -> str:
+    """Markdown: one row per model (budget, wall time, library, last training episodes)."""
+    rows = []
+    for (algo, preset), b in blobs.items():
+        rates = b["curve"]["completion_rate"][-20:]
+        last = f"{100 * sum(rates) / len(rates):.1f}%" if rates else "-"
+        command = train_command("python", algo, preset, b["env_steps"], b["seed"],
+                                model_file(models, preset, algo, b["seed"]))
+        rows.append([algo, preset, f"{b['curve']['steps']:,}", f"{b['wall_seconds'] / 60:.1f}",
+                     f"{b['library']['name']} {b['library']['version']}", last,
+                     f"`{' '.join(command)}`"])
+    return markdown_table(["algorithm", "preset", "env steps taken", "wall min", "library",
+                           "last 20 training episodes", "command"], rows)
+
+
+def plot_curves(blobs: dict[tuple[str, str], dict], out: Path, window: int = 20) -> None:
+    """``curve_<algorithm>.png``: completion rate of the training episodes (moving mean over
+    ``window`` episodes) against env steps, one line per preset."""
+    import numpy as np
+
+    from benchmarks.plots import _pyplot, save_figure
+
+    plt = _pyplot()
+    for algo in dict.fromkeys(a for a, _ in blobs):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for (a, preset), b in blobs.items():
+            if a != algo or not b["curve"]["env_steps"]:
+                continue
+            x = np.asarray(b["curve"]["env_steps"])
+            y = 100 * np.asarray(b["curve"]["completion_rate"])
+            w = min(window, len(y))
+            ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, "valid"), label=preset)
+        ax.set_xlabel("env steps (slots) trained")
+        ax.set_ylabel(f"completion rate (%), mean of {window} training episodes")
+        ax.set_title(f"{algo}: training episodes (seed {next(iter(blobs.values()))['seed']})")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+        save_figure(fig, out / f"curve_{algo}.png")

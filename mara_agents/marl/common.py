@@ -1,0 +1,208 @@
+"""What the MARL trainers share: the model file, the learning-curve recorder, the shared
+per-node actor and the policy that runs it.
+
+**Model files** (format ``"mara-marl/1"``) are checked ``.pt`` dicts written by
+:func:`mara_agents.checkpoints.save` (an integrity record, verified on load, no pickled
+objects): ``algorithm``, ``preset``, ``seed``, ``env_steps`` (the budget trained for),
+``wall_seconds``, ``library`` (name and version), ``config`` (the algorithm's settings),
+``layout`` (``n_nodes``, ``n_actions``, ``obs_dim``, ``state_dim``), ``curve`` (the training
+episodes' completion rate against env steps, and ``steps``, the env steps actually taken:
+the libraries round the budget up to whole batches) and the weights. A library's own save format
+(SB3's zip, RLlib's checkpoint folders) unpickles objects on load, so it is not what the
+benchmark loads.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from pettingzoo.utils.wrappers import BaseParallelWrapper
+
+from mara_agents import checkpoints
+
+MODEL_FORMAT = "mara-marl/1"
+"""Format tag of the MARL model files."""
+
+MODEL_SCHEMA = {"algorithm": str, "preset": str, "seed": int, "env_steps": int,
+                "wall_seconds": float, "library": dict, "config": dict, "layout": dict,
+                "curve": dict}
+"""Entries every MARL model file has, with their types (plus the weights)."""
+
+
+def env_layout(env: Any) -> dict[str, int]:
+    """``n_nodes``, ``n_actions`` (K + 1), ``obs_dim`` and ``state_dim`` of a parallel env."""
+    base = env.unwrapped
+    agent = base.possible_agents[0]
+    return {"n_nodes": len(base.possible_agents),
+            "n_actions": int(base.action_space(agent).n),
+            "obs_dim": int(base.observation_space(agent)["observation"].shape[0]),
+            "state_dim": int(base.state_space.shape[0])}
+
+
+def save_model(path: str | Path, algorithm: str, preset: str, seed: int, env_steps: int,
+               started: float, library: str, config: dict[str, Any], layout: dict[str, int],
+               curve: "CurveLog", weights: dict[str, Any]) -> Path:
+    """Write a model file (see the module docstring); ``started`` is the
+    ``time.perf_counter()`` at the start of training."""
+    import importlib.metadata
+
+    blob = {"format": MODEL_FORMAT, "algorithm": algorithm, "preset": preset, "seed": seed,
+            "env_steps": env_steps, "wall_seconds": time.perf_counter() - started,
+            "library": {"name": library, "version": importlib.metadata.version(library)},
+            "config": config, "layout": layout, "curve": curve.as_dict(), **weights}
+    checkpoints.save(path, blob)
+    return Path(path)
+
+
+def load_model(path: str | Path, algorithm: str | None = None) -> dict[str, Any]:
+    """A verified model file.
+
+    Raises:
+        ValueError: ``"<path>: ..."``: unreadable, corrupted, not a MARL model, or a model of
+            another algorithm than ``algorithm``.
+    """
+    blob = checkpoints.load(path, "MARL model")
+    if blob.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: not a MARL model: expected format {MODEL_FORMAT!r}, got "
+                         f"{blob.get('format')!r}")
+    for key, typ in MODEL_SCHEMA.items():
+        if not isinstance(blob.get(key), typ):
+            raise ValueError(f"{path}: MARL model entry {key!r}: expected {typ.__name__}, got "
+                             f"{type(blob.get(key)).__name__}")
+    if algorithm is not None and blob["algorithm"] != algorithm:
+        raise ValueError(f"{path}: a {blob['algorithm']} model, expected {algorithm}")
+    return blob
+
+
+def check_layout(blob: dict[str, Any], env: Any, path: str | Path) -> None:
+    """Refuse an env whose sizes differ from the model's (naming them)."""
+    want, got = blob["layout"], env_layout(env)
+    diff = {k: (want.get(k), got[k]) for k in got if want.get(k) != got[k]}
+    if diff:
+        raise ValueError(f"{path}: trained for another layout: " + ", ".join(
+            f"{k} {a} (model) vs {b} (env)" for k, (a, b) in diff.items()))
+
+
+class CurveLog:
+    """The completion rate of every finished training episode, against the env steps
+    (slots) trained so far: the learning curve of a run."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.env_steps: list[int] = []
+        self.completion_rate: list[float] = []
+
+    def step(self, infos: Any) -> None:
+        """Count one env step; ``infos`` is the step's info dict (Gymnasium) or dict of
+        them (PettingZoo); an ``"episode"`` entry ends an episode."""
+        self.steps += 1
+        for info in (infos.values() if infos and "episode" not in infos else [infos]):
+            if isinstance(info, dict) and "episode" in info:
+                self.env_steps.append(self.steps)
+                self.completion_rate.append(float(info["episode"]["completion_rate"]))
+                return
+
+    def as_dict(self) -> dict[str, Any]:
+        """``env_steps`` and ``completion_rate`` per finished episode, and ``steps`` (every
+        env step taken: a library rounds the budget up to whole batches)."""
+        return {"env_steps": list(self.env_steps),
+                "completion_rate": list(self.completion_rate), "steps": self.steps}
+
+
+class RecordParallel(BaseParallelWrapper):
+    """A parallel env that feeds every step's infos to a :class:`CurveLog`."""
+
+    def __init__(self, env: Any, log: CurveLog) -> None:
+        super().__init__(env)
+        self.log = log
+
+    def step(self, actions: dict):
+        out = self.env.step(actions)
+        self.log.step(out[4])
+        return out
+
+
+class RecordGym(gymnasium.Wrapper):
+    """A Gymnasium env that feeds every step's info to a :class:`CurveLog`."""
+
+    def __init__(self, env: gymnasium.Env, log: CurveLog) -> None:
+        super().__init__(env)
+        self.log = log
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.log.step(out[4])
+        return out
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+
+ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
+"""Activation names of :func:`mlp`."""
+
+
+def mlp(sizes: list[int], activation: str = "tanh") -> torch.nn.Sequential:
+    """Linear layers of ``sizes`` (input, hidden..., output) with ``activation`` between
+    them. Applied to ``[..., N, D]`` it acts on each node alone with the same weights (the
+    parameter-shared decentralised actor)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got "
+                         f"{activation!r}")
+    layers: list[torch.nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(torch.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(ACTIVATIONS[activation]())
+    return torch.nn.Sequential(*layers)
+
+
+class SharedActorPolicy:
+    """A trained parameter-shared actor as a :class:`~mara_agents.policy.Policy`: each node's
+    logits from its own features (one network for all), masked, then sampled from a
+    generator seeded by :meth:`reset` (``deterministic=False``, the default: the nodes see
+    nearly the same observation, and a greedy shared policy sends them all to the same
+    task) or the arg-max.
+
+    The model file holds ``actor`` (``sizes``, ``activation``) and ``actor_state`` (the
+    :func:`mlp`'s ``state_dict``).
+    """
+
+    def __init__(self, env: Any, path: str | Path, algorithm: str,
+                 deterministic: bool = False) -> None:
+        blob = load_model(path, algorithm)
+        check_layout(blob, env, path)
+        spec = blob["config"].get("actor")
+        if not isinstance(spec, dict) or "actor_state" not in blob:
+            raise ValueError(f"{path}: a {algorithm} model without an actor")
+        self.net = mlp(list(spec["sizes"]), spec["activation"])
+        try:
+            self.net.load_state_dict(blob["actor_state"])
+        except RuntimeError as e:
+            raise ValueError(f"{path}: actor weights do not fit its sizes ({e})") from e
+        self.net.eval()
+        self.deterministic = deterministic
+        self.agents = list(env.unwrapped.possible_agents)
+        self.gen = torch.Generator().manual_seed(0)
+
+    def reset(self, seed: int | None = None) -> None:
+        self.gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
+
+    def act(self, observations: dict[str, dict[str, np.ndarray]]) -> dict[str, int]:
+        agents = [a for a in self.agents if a in observations]
+        obs = torch.as_tensor(np.stack([observations[a]["observation"] for a in agents]))
+        mask = torch.as_tensor(np.stack([observations[a]["action_mask"] for a in agents])
+                               ).bool()
+        with torch.no_grad():
+            logits = self.net(obs).masked_fill(~mask, float("-inf"))
+            if self.deterministic:
+                actions = logits.argmax(-1)
+            else:
+                probs = torch.softmax(logits, -1)
+                actions = torch.multinomial(probs, 1, generator=self.gen).squeeze(-1)
+        return {a: int(x) for a, x in zip(agents, actions)}

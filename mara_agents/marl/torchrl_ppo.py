@@ -1,0 +1,154 @@
+"""MAPPO and IPPO with TorchRL's own objectives (``torchrl.objectives.MAPPOLoss`` and
+``IPPOLoss``) over the PettingZoo env through ``PettingZooWrapper``. Needs the ``torchrl``
+extra (``pip install -e ".[torchrl]"``).
+
+Both train one actor shared by every node (an :func:`~mara_agents.marl.common.mlp` over the
+node's own features, masked with its ``action_mask``); they differ in the critic:
+
+* ``mappo`` (Yu et al. 2022): a centralised critic, one value from the env's global
+  ``state()``, given to every node;
+* ``ippo`` (de Witt et al. 2020): each node's value from its own features (shared weights).
+
+BenchMARL (TorchRL's MARL benchmarking library, which has both) pins ``torchrl<0.12``, an
+older TorchRL than the project's; its algorithms are these two losses, so the losses are
+used directly. The loop is the one of TorchRL's multi-agent PPO tutorial: a
+``Collector`` gathers ``frames_per_batch`` env steps, the advantage is computed once
+(``MultiAgentGAE``), then ``epochs`` passes of minibatches.
+
+    python -m mara_agents.marl train mappo --preset CoRE-v0 --env-steps 200000 --out m.pt
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+
+import core_env
+from mara_agents.marl.common import CurveLog, RecordParallel, env_layout, mlp, save_model
+
+GROUP = "node"
+"""TorchRL's group of the agents ``node_0 .. node_{N-1}``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchRLPPOConfig:
+    """MAPPO / IPPO settings (TorchRL's tutorial values, ``gamma = 1`` as every learner on
+    this env should use)."""
+
+    frames_per_batch: int = 2048
+    """Env steps (slots) collected per update."""
+    minibatch: int = 256
+    """Env steps per minibatch (each holds every node's sample)."""
+    epochs: int = 4
+    """Passes over each batch."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer widths of the actor and the critic."""
+    clip_epsilon: float = 0.2
+    """PPO ratio clip."""
+    entropy_coeff: float = 0.01
+    """Entropy bonus."""
+    gamma: float = 1.0
+    """Discount (1: the shaped return equals the completions)."""
+    lmbda: float = 0.95
+    """GAE lambda."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+
+    def __post_init__(self) -> None:
+        if self.frames_per_batch % self.minibatch:
+            raise ValueError(f"minibatch: expected a divisor of frames_per_batch "
+                             f"({self.frames_per_batch}), got {self.minibatch}")
+
+
+class CentralValue(torch.nn.Module):
+    """MAPPO's critic: one value from the global state, the same for every node.
+    ``state float32[..., S] -> value float32[..., N, 1]``."""
+
+    def __init__(self, net: torch.nn.Module, n_nodes: int) -> None:
+        super().__init__()
+        self.net, self.n_nodes = net, n_nodes
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        v = self.net(state).unsqueeze(-2)
+        return v.expand(*v.shape[:-2], self.n_nodes, 1)
+
+
+def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Path,
+          config: TorchRLPPOConfig = TorchRLPPOConfig(), threads: int = 1) -> Path:
+    """Train ``mappo`` or ``ippo`` for ``env_steps`` slots and write the model file.
+
+    Returns:
+        ``out``.
+    """
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import Collector
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
+    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+    from torchrl.modules import MaskedCategorical, ProbabilisticActor
+    from torchrl.objectives import IPPOLoss, MAPPOLoss
+
+    if algorithm not in ("mappo", "ippo"):
+        raise ValueError(f"algorithm: expected 'mappo' or 'ippo', got {algorithm!r}")
+    started = time.perf_counter()
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    log = CurveLog()
+    base = core_env.parallel_env(preset=preset)
+    layout = env_layout(base)
+    env = PettingZooWrapper(RecordParallel(base, log), return_state=True,
+                            categorical_actions=True, seed=seed)
+    n, d, s, k1 = (layout[x] for x in ("n_nodes", "obs_dim", "state_dim", "n_actions"))
+    sizes = [d, *config.hidden, k1]
+    actor_net = mlp(sizes)
+    obs_key = (GROUP, "observation", "observation")
+    actor = ProbabilisticActor(
+        TensorDictModule(actor_net, in_keys=[obs_key], out_keys=[(GROUP, "logits")]),
+        in_keys={"logits": (GROUP, "logits"), "mask": (GROUP, "action_mask")},
+        out_keys=[(GROUP, "action")], distribution_class=MaskedCategorical,
+        return_log_prob=True)
+    if algorithm == "mappo":
+        critic = TensorDictModule(CentralValue(mlp([s, *config.hidden, 1]), n),
+                                  in_keys=["state"], out_keys=[(GROUP, "state_value")])
+        loss_cls = MAPPOLoss
+    else:
+        critic = TensorDictModule(mlp([d, *config.hidden, 1]), in_keys=[obs_key],
+                                  out_keys=[(GROUP, "state_value")])
+        loss_cls = IPPOLoss
+    loss = loss_cls(actor, critic, clip_epsilon=config.clip_epsilon,
+                    entropy_coeff=config.entropy_coeff)
+    loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"),
+                  value=(GROUP, "state_value"), done=(GROUP, "done"),
+                  terminated=(GROUP, "terminated"))
+    loss.make_value_estimator(gamma=config.gamma, lmbda=config.lmbda)
+    optim = torch.optim.Adam(loss.parameters(), config.lr)
+    batches = -(-env_steps // config.frames_per_batch)
+    collector = Collector(env, actor, frames_per_batch=config.frames_per_batch,
+                          total_frames=batches * config.frames_per_batch,
+                          auto_register_policy_transforms=False)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(config.frames_per_batch),
+                          sampler=SamplerWithoutReplacement(), batch_size=config.minibatch)
+    for batch in collector:
+        with torch.no_grad():
+            loss.value_estimator(batch, params=loss.critic_network_params,
+                                 target_params=loss.target_critic_network_params)
+        buffer.extend(batch.reshape(-1))
+        for _ in range(config.epochs):
+            for _ in range(config.frames_per_batch // config.minibatch):
+                parts = loss(buffer.sample())
+                total = parts["loss_objective"] + parts["loss_critic"] + parts["loss_entropy"]
+                optim.zero_grad()
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(loss.parameters(), config.max_grad_norm)
+                optim.step()
+        collector.update_policy_weights_()
+    collector.shutdown()
+    cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden),
+           "actor": {"sizes": sizes, "activation": "tanh"}}
+    return save_model(out, algorithm, preset, seed, env_steps, started, "torchrl", cfg,
+                      layout, log, {"actor_state": dict(actor_net.state_dict())})

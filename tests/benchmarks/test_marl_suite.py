@@ -1,0 +1,79 @@
+"""mara-bench marl: trains what is missing (each model once), evaluates paired with LARA,
+writes its tables and curves, resumes, and refuses what does not fit before anything runs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("sb3_contrib", reason="the [sb3] extra is not installed")
+pytest.importorskip("torchrl", reason="the [torchrl] extra is not installed")
+
+from benchmarks import marl  # noqa: E402
+from benchmarks.cli import main  # noqa: E402
+from mara_agents.marl import model_file  # noqa: E402
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning")]
+
+PRESET = "CoRE-Small-v0"
+
+
+@pytest.mark.slow
+def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
+    args = ["marl", "--presets", PRESET, "--algorithms", "maskable_ppo", "ippo",
+            "--env-steps", "300", "--seeds", "2", "--out", str(tmp_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    models = tmp_path / "models"
+    for algo in ("maskable_ppo", "ippo"):
+        assert f"| {PRESET} | {algo}@{models} | 2 |" in out
+        assert (tmp_path / f"curve_{algo}.png").stat().st_size > 0
+        assert model_file(models, PRESET, algo).is_file()
+    assert "| lara | 2 |" in out and "mara" not in out.split("results in")[0].replace(
+        "mara_agents", "")  # the shipped MARA cannot run on 4 nodes
+    training = (tmp_path / "training.md").read_text()
+    assert "| maskable_ppo | CoRE-Small-v0 | 2,048 |" in training  # one whole rollout
+    assert "python -m mara_agents.marl train ippo --preset CoRE-Small-v0 --env-steps 300" \
+        in training
+    payload = json.loads((tmp_path / "results.json").read_text())
+    assert payload["env_steps"] == 300 and len(payload["episodes"]) == 6
+    assert all(e["illegal_actions"] == 0 for e in payload["episodes"])
+
+    stamps = {p: p.stat().st_mtime_ns for p in models.rglob("*.pt")}
+
+    real = marl.train_missing
+
+    def nothing_to_train(jobs, *a, **k):
+        assert all(path.is_file() for _, _, path in jobs), "a model would be trained again"
+        return real(jobs, *a, **k)
+
+    monkeypatch.setattr(marl, "train_missing", nothing_to_train)
+    time.sleep(0.01)
+    assert main(args) == 0
+    assert {p: p.stat().st_mtime_ns for p in models.rglob("*.pt")} == stamps
+    # the same folder with another budget is refused, naming the model
+    with pytest.raises(ValueError, match="trained with .*'env_steps': 300.*'env_steps': 400"):
+        marl.run(tmp_path, [PRESET], ["ippo"], env_steps=400, seeds=2, progress=False)
+
+
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(marl, "train_missing", lambda *a, **k: pytest.fail("ran"))
+    with pytest.raises(ValueError, match="rllib_ppo needs RLlib's own environment"):
+        marl.run(tmp_path, [PRESET], ["rllib_ppo"], env_steps=10, seeds=2,
+                 rllib_python=tmp_path / "missing" / "python")
+    with pytest.raises(ValueError, match="algorithms"):
+        marl.run(tmp_path, [PRESET], ["qmix"], env_steps=10, seeds=2)
+    with pytest.raises(ValueError, match="presets"):
+        marl.run(tmp_path, ["CoRE-v9"], ["ippo"], env_steps=10, seeds=2)
+    with pytest.raises(ValueError, match="env_steps"):
+        marl.run(tmp_path, [PRESET], ["ippo"], env_steps=0, seeds=2)
+    assert not (tmp_path / "models").exists()
+
+
+def test_a_failed_training_run_names_its_log(tmp_path):
+    jobs = [("ippo", "CoRE-v9", tmp_path / "m" / "ippo-seed0.pt")]
+    with pytest.raises(RuntimeError, match="ippo-seed0.log"):
+        marl.train_missing(jobs, 10, 0, 1, tmp_path / "python", progress=False)
+    assert "preset" in (tmp_path / "m" / "ippo-seed0.log").read_text()
