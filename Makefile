@@ -21,7 +21,7 @@ RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: demo test bench-speed docs data test-rllib check-core clean
+.PHONY: demo test bench-speed docs data test-rllib marl check-core clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ $(RLLIB_STAMP): pyproject.toml
 test-rllib: $(RLLIB_STAMP)
 	$(RLLIB_PY) -c "import gymnasium, ray; print('gymnasium', gymnasium.__version__, 'ray', ray.__version__)"
 	$(RLLIB_PY) -m pytest -q tests/integrations/test_rllib.py tests/core_env
+
+# the MARL suite: MaskablePPO, MAPPO and IPPO train in .venv (sb3 and torchrl extras), RLlib PPO
+# in .venv-rllib; then all run paired with LARA and MARA (docs/integrations.md)
+MARL_STAMP := $(call stamp,$(EXTRAS)$(comma)sb3$(comma)torchrl)
+marl: $(MARL_STAMP) $(RLLIB_STAMP)
+	$(PY) -m benchmarks marl
 
 # `pip install -e .` alone gives a working core_env without torch (CI checks it)
 check-core:

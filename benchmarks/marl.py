@@ -27,7 +27,7 @@ from typing import Any
 from benchmarks.report import markdown_table, summarise, write_report
 from benchmarks.runner import EpisodeSpec, run_episodes
 from benchmarks.store import write_atomic
-from mara_agents.marl import ALGORITHMS, MODELS_DIR, model_file
+from mara_agents.marl import ALGORITHMS, MODELS_DIR, PORTABLE_TORCH, model_file
 
 PRESETS = ("CoRE-v0", "CoRE-Heavy-v0")
 """The presets the algorithms are trained and evaluated on."""
@@ -79,7 +79,7 @@ def train_missing(jobs: Sequence[tuple[str, str, Path]], env_steps: int, seed: i
     """
     todo = [j for j in jobs if not j[2].is_file()]
     running: list[tuple[subprocess.Popen, tuple[str, str, Path], float]] = []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **PORTABLE_TORCH}
     while todo or running:
         while todo and len(running) < workers:
             algo, preset, path = job = todo.pop(0)

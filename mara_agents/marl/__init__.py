@@ -27,6 +27,15 @@ ALGORITHMS = ("maskable_ppo", "mappo", "ippo", "rllib_ppo")
 MODELS_DIR = Path("results/marl/models")
 """Where ``mara-bench marl`` writes its models by default (relative to the current folder)."""
 
+PORTABLE_TORCH = {"ATEN_CPU_CAPABILITY": "default", "OPENBLAS_CORETYPE": "Prescott"}
+"""Environment variables that make torch's CPU arithmetic the same on every x86-64 machine:
+ATen's kernels and OpenBLAS's at their baseline (SSE2/SSE3, no FMA) instead of the CPU's
+widest SIMD level, which rounds differently. They act only when set before torch loads, so
+``python -m mara_agents.marl train`` starts itself again with them unless ``--native``.
+Measured (docs/integrations.md): a run trains the same weights with numpy and glibc
+restricted to an older CPU's kernels, about 7% slower; without them, one command and seed
+gave 53.3%, 55.0% and 56.7% at three SIMD levels of one machine."""
+
 TRAINING_PRESET = "CoRE-v0"
 """The preset whose model runs on a preset that has none of its own."""
 
