@@ -149,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="the runtime: worker processes here, or Ray actors")
     lv.add_argument("--ray-address", default=None,
                     help="with --backend ray: the cluster to join (default: a local Ray)")
+    lv.add_argument("--slot-seconds", type=_positive, default=None,
+                    help="the wall clock: each slot is this many seconds of training "
+                         "(default: the work clock, one work unit per node and slot)")
     lv.add_argument("--out", type=Path, default=Path("results/live"),
                     help="results folder; rerun to resume")
     from benchmarks import marl
@@ -235,7 +238,8 @@ def _run(args: argparse.Namespace) -> int:
         from benchmarks import live
         rows = live.run(args.preset, args.policies or live.DEFAULT_POLICIES[args.preset],
                         range(args.seed_offset, args.seed_offset + args.seeds), args.out,
-                        backend=args.backend, ray_address=args.ray_address)
+                        backend=args.backend, ray_address=args.ray_address,
+                        slot_seconds=args.slot_seconds)
         print(live.write(rows, args.out, args.reference))
         print(f"results in {args.out}/")
     elif args.suite == "forecast":

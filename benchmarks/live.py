@@ -54,14 +54,17 @@ class _Timed:
             self.seconds += time.perf_counter() - t0
 
 
-def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path
-             ) -> dict[str, Any]:
-    """One live episode and its replayed simulation; returns the stored row."""
+def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
+             slot_seconds: float | None = None) -> dict[str, Any]:
+    """One live episode (on the wall clock with ``slot_seconds``, else the work clock) and
+    its replayed simulation; returns the stored row."""
     from core_env import CoreSchedulerEnv
     from core_env.live import LiveSchedulerEnv, replay
     from mara_agents.policy import make_policy, run_episode
 
-    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime)
+    clock = {"clock": "work"} if slot_seconds is None else {"clock": "wall",
+                                                            "slot_seconds": slot_seconds}
+    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime, time_limit=120.0, **clock)
     env, pol = make_policy(policy, live_env)
     timed = _Timed(pol)
     t0 = time.perf_counter()
@@ -73,7 +76,7 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path
     sim_env, sim_pol = make_policy(policy, CoreSchedulerEnv(cfg))
     sim = run_episode(sim_env, sim_pol, seed, options={"workload": wl})
     timing = live_env.episode_timing()
-    return {"preset": preset, "policy": policy, "seed": seed,
+    return {"preset": preset, "policy": policy, "seed": seed, "slot_seconds": slot_seconds,
             "live": stats["completion_rate"], "sim": sim["completion_rate"],
             "gap": stats["completion_rate"] - sim["completion_rate"],
             "completed": stats["completed"], "arrived": stats["arrived"],
@@ -86,10 +89,15 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path
 
 def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
         seeds: Sequence[int] = tuple(range(10)), out: Path = Path("results/live"),
-        progress: bool = True, backend: str = "local", ray_address: str | None = None
-        ) -> list[dict[str, Any]]:
+        progress: bool = True, backend: str = "local", ray_address: str | None = None,
+        slot_seconds: float | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the suite on the ``backend`` runtime (``"local"`` or ``"ray"``,
-    joining ``ray_address``); returns one row per (policy, seed)."""
+    joining ``ray_address``), on the work clock or, with ``slot_seconds``, the wall clock;
+    returns one row per (policy, seed).
+
+    Raises:
+        ValueError: ``out`` holds episodes of the other clock or another ``slot_seconds``.
+    """
     from core_env.live import live_config, make_runtime
 
     cfg = live_config(preset)
@@ -103,11 +111,16 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
         for i, (policy, seed) in enumerate(todo):
             path = episodes / f"{preset}_{policy.replace(':', '_')}_{seed}.json"
             if path.is_file():
-                rows[(policy, seed)] = json.loads(path.read_text())
+                row = json.loads(path.read_text())
+                if row.get("slot_seconds") != slot_seconds:
+                    raise ValueError(f"{path}: run with slot_seconds "
+                                     f"{row.get('slot_seconds')}, this run asks for "
+                                     f"{slot_seconds}; use another --out")
+                rows[(policy, seed)] = row
                 continue
             if runtime is None:
                 runtime = make_runtime(backend, cfg.cluster.n_nodes, 120.0, ray_address)
-            row = run_pair(preset, policy, seed, runtime, records)
+            row = run_pair(preset, policy, seed, runtime, records, slot_seconds)
             write_atomic(path, json.dumps(row, indent=1))
             rows[(policy, seed)] = row
             if progress:

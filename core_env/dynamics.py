@@ -236,7 +236,9 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
             (live mode): called once with the :class:`TrainedSlots`, it returns
             ``(log_loss, outcome)``, float64[T] ln loss and int[T] :data:`OBSERVED` /
             :data:`LOST` / :data:`FAILED` per task (``log_loss`` is ignored where the
-            outcome is not OBSERVED).
+            outcome is not OBSERVED), or ``(log_loss, outcome, work)`` with float32[T] the
+            cumulative work each task really reached (live mode's wall clock; it replaces
+            the model's ``TrainedSlots.work`` where the outcome is OBSERVED).
 
     Returns:
         The :class:`StepResult`. Environments that finished are left in their final state;
@@ -285,8 +287,7 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
     trained_ti, trained_cnt = ti, cnt
     failed_ti = ti[:0]
     if loss_hook is not None:  # live mode: the losses come from real training
-        hook_ll, outcome = loss_hook(TrainedSlots(tb, tk, task, cnt, work, a))
-        outcome = np.asarray(outcome)
+        hook_ll, outcome, work = _hooked(loss_hook, TrainedSlots(tb, tk, task, cnt, work, a))
         failed_ti = ti[outcome == FAILED]
         keep = outcome == OBSERVED
         tb, tk, ti, cnt = tb[keep], tk[keep], ti[keep], cnt[keep]
@@ -370,6 +371,22 @@ _GRID0, _INV_STEP = float(LOG_WORK_GRID[0]), 1.0 / GRID_STEP
 """The grid position's constants, as the numpy step computes them."""
 
 
+def _hooked(loss_hook: Callable, trained: TrainedSlots
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A loss hook's ``(log_loss, outcome, work)``: the model's work where it returned only
+    two arrays, or where the outcome is not OBSERVED (see :func:`step`)."""
+    res = loss_hook(trained)
+    outcome = np.asarray(res[1])
+    work = trained.work
+    if len(res) == 3:
+        real = np.asarray(res[2], dtype=np.float32)
+        if real.shape != work.shape or not np.isfinite(real).all() or (real <= 0).any():
+            raise ValueError(f"loss_hook: work must be float32[{work.shape[0]}] of positive "
+                             f"finite values, got {real!r}")
+        work = np.where(outcome == OBSERVED, real, work)
+    return res[0], outcome, work
+
+
 def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
                    loss_hook: Callable | None) -> StepResult:
     """:func:`step` on the compiled kernels of :mod:`core_env._kernels` (the same result)."""
@@ -392,10 +409,11 @@ def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
                      log_loss)
     else:  # live mode: the losses come from real training
         tb, tk = np.nonzero(count)
-        hook_ll, out = loss_hook(TrainedSlots(tb, tk, s.slot_task[tb, tk], count[tb, tk],
-                                              work[tb, tk], a))
-        outcome[tb, tk] = np.asarray(out)
+        hook_ll, out, hook_work = _hooked(loss_hook, TrainedSlots(
+            tb, tk, s.slot_task[tb, tk], count[tb, tk], work[tb, tk], a))
+        outcome[tb, tk] = out
         log_loss[tb, tk] = np.asarray(hook_ll, dtype=np.float64)
+        work[tb, tk] = hook_work
     successes = np.empty(bsz, dtype=np.int64)
     apply(count, work, log_loss, outcome, a, task_of, s.status, s.slot_task, s.slot_work,
           s.slot_log1p_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi, s.slot_slope,

@@ -70,6 +70,9 @@ def make_runtime(backend: str, n_nodes: int, time_limit: float = 600.0,
     raise ValueError(f"backend: expected one of {RUNTIME_BACKENDS}, got {backend!r}")
 
 
+CLOCKS = ("work", "wall")
+"""The live env's clocks (see :class:`LiveSchedulerEnv`)."""
+
 LIVE_KEYS = ("failed", "lost_slots", "worker_deaths", "migrations", "migration_bytes")
 """The keys live mode adds to ``info["episode"]``."""
 
@@ -91,6 +94,15 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
             (a Ray actor per node; ``ray_address`` = the cluster to join, ``None`` = a local
             Ray).
         time_limit: seconds one job's slot may take (for the runtime the env starts).
+        clock: ``"work"`` (default): a slot ends when every task has trained its one work
+            unit per slot; deterministic losses for a seed on the local backend. ``"wall"``:
+            a slot is ``slot_seconds`` of training; each task trains whole work units while
+            its time lasts (at least one; a unit that has begun finishes), so a task's work
+            is what its worker managed: stragglers and a loaded machine progress less. The
+            work column then adds the model's per-slot gain (``k**alpha``) once per unit
+            trained, and the record holds that work. Not deterministic.
+        slot_seconds: the wall clock's slot length in seconds (``0 < slot_seconds <
+            time_limit``); only with ``clock="wall"``.
     """
 
     metadata = {"name": "core_env_live_v0", "render_modes": ["ansi"],
@@ -99,7 +111,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
                  pilots: Pilots | str = PILOTS, runtime: Any = None,
                  backend: str = "local", ray_address: str | None = None,
-                 time_limit: float = 60.0, render_mode: str | None = None,
+                 time_limit: float = 60.0, clock: str = "work",
+                 slot_seconds: float | None = None, render_mode: str | None = None,
                  **overrides: Any) -> None:
         if config is None and preset is None:
             preset = "Live-Small-v0"
@@ -116,6 +129,18 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.time_limit = float(time_limit)
+        if clock not in CLOCKS:
+            raise ValueError(f"clock: expected one of {CLOCKS}, got {clock!r}")
+        if clock == "wall":
+            if isinstance(slot_seconds, bool) or not isinstance(slot_seconds, (int, float)) \
+                    or not 0 < slot_seconds < self.time_limit:
+                raise ValueError(f"slot_seconds: expected seconds in (0, time_limit = "
+                                 f"{self.time_limit:g}) with clock='wall', got "
+                                 f"{slot_seconds!r}")
+            slot_seconds = float(slot_seconds)
+        elif slot_seconds is not None:
+            raise ValueError(f"slot_seconds: only with clock='wall', got {slot_seconds!r}")
+        self.clock, self.slot_seconds = clock, slot_seconds
         if backend not in RUNTIME_BACKENDS:
             raise ValueError(f"backend: expected one of {RUNTIME_BACKENDS}, got {backend!r}")
         self.backend, self.ray_address = backend, ray_address
@@ -216,7 +241,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         return timing
 
     # ----- one slot of real training (the dynamics' loss hook) -----
-    def _run_slot(self, trained: dynamics.TrainedSlots) -> tuple[np.ndarray, np.ndarray]:
+    def _run_slot(self, trained: dynamics.TrainedSlots) -> tuple[np.ndarray, ...]:
         assert self.live is not None and self.record is not None
         t = int(self.sim.t[0])
         acts = trained.actions[0]
@@ -224,9 +249,15 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         for i in range(trained.tasks.shape[0]):
             m = int(trained.tasks[i])
             nodes = tuple(int(n) for n in np.flatnonzero(acts == trained.slots[i] + 1))
-            tasks[m] = SlotTask(self.live.jobs[m], self._states.get(m), 1, nodes)
+            tasks[m] = SlotTask(self.live.jobs[m], self._states.get(m), 1, nodes,
+                                self.slot_seconds)
         results = self.runtime.run_slot(tasks) if tasks else {}
         cpus: list[float] = []
+        work = trained.work.copy()
+        if self.clock == "wall":  # the model's gain once per unit trained
+            before = self.sim.slot_work[0, trained.slots].astype(np.float64)
+            units = np.array([max(results[m].units, 1) for m in tasks], dtype=np.float64)
+            work = (before + (trained.work - before) * units).astype(np.float32)
         ll = np.zeros(trained.tasks.shape[0])
         outcome = np.full(trained.tasks.shape[0], dynamics.OBSERVED, dtype=np.int8)
         for i, (m, task) in enumerate(tasks.items()):
@@ -243,7 +274,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 self._last_node[m] = r.node
                 self._states[m] = r.state
                 ll[i] = pmath.log(r.loss)
-                self.record.observe(m, t, len(task.nodes), float(trained.work[i]), r.loss)
+                self.record.observe(m, t, len(task.nodes), float(work[i]), r.loss)
             elif r.error == "worker died":
                 outcome[i] = dynamics.LOST
                 self.counts["lost_slots"] += 1
@@ -255,7 +286,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         # the least wall time the training alone could take on this machine's CPUs
         self._slot_timing["train_makespan"] = (max(max(cpus), sum(cpus) / cpu_count())
                                                if cpus else 0.0)
-        return ll, outcome
+        return (ll, outcome, work) if self.clock == "wall" else (ll, outcome)
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         obs = super()._observations()

@@ -40,8 +40,8 @@ class _NodeActor:  # pragma: no cover - runs in a Ray worker process
     def warm(self, specs) -> str | None:
         return warm_jobs(specs)
 
-    def run(self, key, spec, state, units, nodes, reuse) -> tuple:
-        return run_job(self.resident, key, spec, state, units, nodes, reuse)
+    def run(self, key, spec, state, units, nodes, reuse, seconds=None) -> tuple:
+        return run_job(self.resident, key, spec, state, units, nodes, reuse, seconds)
 
 
 def _ray():

@@ -55,12 +55,17 @@ class SlotTask(NamedTuple):
     Attributes:
         spec: what to build. state: its last end-of-slot state (``None``: a fresh run).
         units: work units per node this slot. nodes: the node indices it trains on.
+        seconds: ``None`` (the work clock): train exactly ``units`` units. A number (the wall
+            clock): train ``units`` units at a time for as long as ``seconds`` of training
+            have not passed; a call that has begun finishes, so a slot trains at least
+            ``units`` units and may overrun by one call.
     """
 
     spec: JobSpec
     state: bytes | None
     units: int
     nodes: tuple[int, ...]
+    seconds: float | None = None
 
 
 class SlotResult(NamedTuple):
@@ -76,6 +81,8 @@ class SlotResult(NamedTuple):
         node: the worker that ran it.
         train_cpu_seconds: CPU time of the worker process inside ``train`` alone (with more
             workers than CPUs, ``seconds`` includes waiting for a CPU; this does not).
+        units: work units per node trained (``units`` of the task on the work clock; on the
+            wall clock, whatever fitted in its seconds; 0 on error).
     """
 
     loss: float
@@ -87,6 +94,7 @@ class SlotResult(NamedTuple):
     state_bytes: int
     node: int
     train_cpu_seconds: float = 0.0
+    units: int = 0
 
 
 def cpu_count() -> int:
@@ -113,11 +121,13 @@ def warm_jobs(specs: Sequence[JobSpec]) -> str | None:
 
 
 def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None, units: int,
-            nodes: int, reuse: bool) -> tuple:
+            nodes: int, reuse: bool, seconds: float | None = None) -> tuple:
     """One task's slot on a worker (every backend's workers run this): continue the job the
     worker holds under ``key`` if ``reuse``, else build it and restore ``state`` (None: a
-    fresh run); train; save. Returns ``(loss, state, error, seconds, restore_seconds,
-    save_seconds, train_cpu_seconds)``; a job's own exception is reported, not raised."""
+    fresh run); train (``units`` units, or on the wall clock ``units`` at a time until
+    ``seconds`` of training have passed, see :class:`SlotTask`); save. Returns ``(loss,
+    state, error, seconds, restore_seconds, save_seconds, train_cpu_seconds, units
+    trained)``; a job's own exception is reported, not raised."""
     t0, c1 = time.perf_counter(), 0.0
     try:
         job = resident.pop(key, None)
@@ -126,7 +136,10 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
             if state is not None:
                 job.load(state)
         t1, c1 = time.perf_counter(), time.process_time()
-        loss = float(job.train(units, nodes))
+        loss, done = float(job.train(units, nodes)), units
+        while seconds is not None and math.isfinite(loss) and \
+                time.perf_counter() - t1 < seconds:
+            loss, done = float(job.train(units, nodes)), done + units
         t2, c2 = time.perf_counter(), time.process_time()
         blob = job.save() if math.isfinite(loss) else None
         t3 = time.perf_counter()
@@ -135,16 +148,16 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
             resident[key] = job
             while len(resident) > RESIDENT:
                 resident.popitem(last=False)
-        return loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1
+        return loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1, done
     except Exception as e:  # the job's own error: reported, not fatal
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0, 0.0,
-                time.process_time() - c1 if c1 else 0.0)
+                time.process_time() - c1 if c1 else 0.0, 0)
 
 
 def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
     """Worker loop: say it is ready, then receive ("warm", specs) or (key, spec, state,
-    units, nodes, reuse) and reply (see :func:`run_job`)."""
+    units, nodes, reuse, seconds) and reply (see :func:`run_job`)."""
     conn.send("ready")
     resident: OrderedDict[Any, Any] = OrderedDict()
     while True:
@@ -215,6 +228,11 @@ class Runtime:
             if isinstance(task.units, bool) or not isinstance(task.units, int) or task.units < 1:
                 raise ValueError(f"task {key!r}: units must be an integer >= 1, got "
                                  f"{task.units!r}")
+            if task.seconds is not None and not (
+                    isinstance(task.seconds, (int, float)) and not isinstance(task.seconds, bool)
+                    and 0 < task.seconds < math.inf):
+                raise ValueError(f"task {key!r}: seconds must be None or a finite number > 0, "
+                                 f"got {task.seconds!r}")
             for node in task.nodes:
                 if not (isinstance(node, int) and 0 <= node < self.n_nodes):
                     raise ValueError(f"task {key!r}: node {node!r} does not exist "
@@ -234,18 +252,18 @@ class Runtime:
         held = self._resident[node].pop(key, None)
         reuse = held is not None and held[1] is task.state and held[0] == task.spec
         return (key, task.spec, None if reuse else task.state, task.units, len(task.nodes),
-                reuse)
+                reuse, task.seconds)
 
     def _result(self, key: Any, task: SlotTask, node: int, reply: tuple) -> SlotResult:
         """A worker's reply (:func:`run_job`) as a :class:`SlotResult`."""
-        loss, blob, error, secs, restore, save, cpu = reply
+        loss, blob, error, secs, restore, save, cpu, units = reply
         if error is not None:
             return self._failed(task, node, error, secs)._replace(train_cpu_seconds=cpu)
         held = self._resident[node]
         held[key] = (task.spec, blob)
         while len(held) > RESIDENT:
             held.popitem(last=False)
-        return SlotResult(loss, blob, None, secs, restore, save, len(blob), node, cpu)
+        return SlotResult(loss, blob, None, secs, restore, save, len(blob), node, cpu, units)
 
     @staticmethod
     def _failed(task: SlotTask, node: int, error: str, secs: float = 0.0) -> SlotResult:
@@ -404,7 +422,7 @@ class LocalRuntime(Runtime):
                     continue
                 results[key] = self._result(key, tasks[key], node, reply)
                 if results[key].error is None:
-                    units = tasks[key].units * len(tasks[key].nodes)
+                    units = results[key].units * len(tasks[key].nodes)
                     self._cost[key] = results[key].train_cpu_seconds / units
         return results
 

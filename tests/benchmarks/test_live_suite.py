@@ -29,3 +29,13 @@ def test_the_live_suite_writes_its_table_and_resumes(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(live, "run_pair", fail)
     assert live.run("Live-Small-v0", ["edf"], [0], tmp_path, progress=False) == [row]
+
+
+def test_a_folder_of_the_other_clock_is_refused(tmp_path):
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    (episodes / "Live-Small-v0_edf_0.json").write_text(json.dumps({"slot_seconds": 2.0}))
+    with pytest.raises(ValueError, match="slot_seconds 2.0, this run asks for None"):
+        live.run("Live-Small-v0", ["edf"], [0], tmp_path, progress=False)
+    with pytest.raises(SystemExit):
+        main(["live", "--slot-seconds", "0", "--out", str(tmp_path)])

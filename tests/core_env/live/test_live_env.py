@@ -205,6 +205,31 @@ def test_record_round_trip_and_replay(pilots, runtime, tmp_path):
         replay(rec, "other")
 
 
+def test_the_wall_clock_work_column_is_the_work_the_jobs_really_did(runtime):
+    sleepy = "tests.core_env.live.jobs_for_tests:SleepJob"
+    p = make_pilots([(sleepy, {"seconds": 0.01})], seeds=2, units=48, nodes=(2,))
+    env = make(p, runtime, clock="wall", slot_seconds=0.06)
+    _, infos = play(env, 4)
+    rec = env.record
+    assert rec.obs and infos["node_0"]["episode"]["illegal_actions"] == 0
+    # SleepJob counts work += units * nodes (rate 1) and its loss is 1 / (1 + work + seed);
+    # alpha is 1, so the work column (the model's gain once per unit) equals that work
+    real = [1.0 / o[4] - 1.0 - rec.jobs[o[0]].seed for o in rec.obs]
+    assert [o[3] for o in rec.obs] == pytest.approx(real, rel=1e-5)
+    firsts = {}
+    for o in rec.obs:
+        firsts.setdefault(o[0], o)
+    assert max(o[3] / o[2] for o in firsts.values()) >= 3  # several units in one slot
+    with pytest.raises(ValueError, match="clock"):
+        make(p, runtime, clock="fast")
+    with pytest.raises(ValueError, match="slot_seconds"):
+        make(p, runtime, slot_seconds=1.0)
+    with pytest.raises(ValueError, match="slot_seconds"):
+        make(p, runtime, clock="wall", slot_seconds=60.0)
+    with pytest.raises(ValueError, match="slot_seconds"):
+        make(p, runtime, clock="wall")
+
+
 def test_bad_records_and_options_are_refused(pilots, tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a record")

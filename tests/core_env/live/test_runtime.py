@@ -207,6 +207,22 @@ def test_a_slot_over_its_time_limit_is_stopped(make_runtime):
         assert rt.run_slot({"a": SlotTask(JobSpec(COUNTER), None, 1, (0,))})["a"].loss == 0.5
 
 
+def test_the_wall_clock_trains_whole_units_while_the_slot_lasts(make_runtime):
+    with make_runtime(2, time_limit=10.0) as rt:
+        quick, slow = JobSpec(SLEEP, {"seconds": 0.05}), JobSpec(SLEEP, {"seconds": 0.5})
+        res = rt.run_slot({"q": SlotTask(quick, None, 1, (0,), 0.3),
+                           "s": SlotTask(slow, None, 2, (1,), 0.3)})
+        q, sl = res["q"], res["s"]
+        assert q.error is None and 5 <= q.units <= 8  # 0.3 s of 0.05 s units, overrun <= 1
+        assert json.loads(q.state)["work"] == q.units  # the job really trained them
+        assert sl.units == 2 and json.loads(sl.state)["work"] == 2  # one call, overran
+        assert sl.seconds >= 0.5
+        # the work clock trains exactly the units asked for
+        assert rt.run_slot({"q": SlotTask(quick, q.state, 3, (0,))})["q"].units == 3
+        with pytest.raises(ValueError, match="seconds"):
+            rt.run_slot({"q": SlotTask(quick, None, 1, (0,), 0.0)})
+
+
 def test_the_local_runtime_runs_at_most_max_running_jobs_longest_first(tmp_path):
     log = tmp_path / "log"
 
