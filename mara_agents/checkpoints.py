@@ -257,21 +257,33 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return blob
 
 
+SIZES = {"n_nodes": (8, 64), "n_slots": (16, 64)}
+"""The cluster sizes (inclusive ranges) a MARA checkpoint runs on besides its own. The MAT
+has one token per node and per visible slot, and the features are normalised by the cluster
+(node counts by N, slot counts by K), so its weights fit any size; these are the sizes whose
+results are reported (docs/baselines.md, "Other cluster sizes"), and the loader refuses the
+others."""
+
+
 def model_from_checkpoint(blob: dict[str, Any], layout: Layout, source: str = "checkpoint"
                           ) -> MAT:
-    """Build the MAT of a checkpoint for an environment layout (in eval mode).
+    """Build the MAT of a checkpoint for an environment layout (in eval mode): the same
+    features, at the checkpoint's own cluster size or one within :data:`SIZES`.
 
     Raises:
-        ValueError: the checkpoint was trained for another layout (node count, slot count
-            or features; the message lists the differences), its MAT configuration is not
-            valid, or its weights do not fit it.
+        ValueError: the checkpoint was trained on other features, or the cluster size is
+            neither its own nor within :data:`SIZES` (the message lists the differences), its
+            MAT configuration is not valid, or its weights do not fit it.
     """
     want = layout_record(layout)
     have = blob["layout"]
-    diff = [k for k in want if want[k] != have.get(k)]
+    diff = [k for k in want if want[k] != have.get(k)
+            and not (k in SIZES and SIZES[k][0] <= want[k] <= SIZES[k][1])]
     if diff:
         details = "; ".join(f"{k}: checkpoint {have.get(k)!r}, env {want[k]!r}" for k in diff)
-        raise ValueError(f"{source}: trained for a different observation layout ({details})")
+        sizes = ", ".join(f"{k} {lo}-{hi}" for k, (lo, hi) in SIZES.items())
+        raise ValueError(f"{source}: trained for a different observation layout ({details}; "
+                         f"it runs at its own size or at {sizes} with the same features)")
     try:
         model = MAT(MATConfig(**blob["mat_config"]), layout)
     except (TypeError, ValueError) as e:

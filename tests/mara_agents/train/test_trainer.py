@@ -12,7 +12,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import core_env
-from mara_agents.checkpoints import load_checkpoint, save
+from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, save
 from mara_agents.mat.policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
@@ -122,9 +122,26 @@ def test_policy_round_trip_and_deterministic_greedy(tiny_run):
 
 
 def test_layout_mismatch_is_rejected(tiny_run):
-    with pytest.raises(ValueError, match="different observation layout.*n_nodes"):
-        make_policy("mara", core_env.parallel_env(preset="CoRE-v0"),
+    # a size outside the checkpoint's own and SIZES (8-64 nodes, 16-64 slots)
+    with pytest.raises(ValueError, match="different observation layout.*n_nodes.*n_slots"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-256-v0"),
                     checkpoint=tiny_run / "last.pt")
+    with pytest.raises(ValueError, match="n_nodes: checkpoint 16, env 4"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"))
+    # other features (here: no forecast columns)
+    blob = load_checkpoint(tiny_run / "last.pt")
+    base = core_env.parallel_env(preset="CoRE-Small-v0").layout
+    with pytest.raises(ValueError, match="task: checkpoint"):
+        model_from_checkpoint(blob, base)
+
+
+def test_one_checkpoint_runs_on_every_size_within_sizes(tiny_run):
+    """The tiny 4-node checkpoint's weights fit 8 and 64 nodes: one token per node and slot."""
+    for preset in ("CoRE-8-v0", "CoRE-64-v0"):
+        env, pol = make_policy("mara", core_env.parallel_env(preset=preset, max_steps=12),
+                               checkpoint=tiny_run / "last.pt")
+        stats = run_episode(env, pol, seed=1)
+        assert stats["illegal_actions"] == 0 and stats["capacity_conflicts"] == 0
 
 
 def test_unsafe_or_broken_checkpoints_are_refused(tmp_path, tiny_run):
