@@ -31,7 +31,7 @@ from benchmarks.store import write_atomic, write_csv
 
 DEFAULT_POLICIES = {"Live-v0": ("lara", "edf", "mara"),
                     "Live-Small-v0": ("lara", "edf", "successive_halving")}
-"""Policies per preset (the shipped MARA runs the 16-node, K=32 layout only)."""
+"""Policies per preset (the shipped MARA runs on 8 to 64 nodes, not on Live-Small-v0's 4)."""
 FIELDS = ("preset", "policy", "seed", "live", "sim", "gap", "completed", "arrived",
           "episode_seconds", "step_seconds", "decision_seconds", "overhead_fraction",
           "migrations", "migration_bytes", "failed", "lost_slots", "worker_deaths")

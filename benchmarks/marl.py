@@ -174,7 +174,7 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
 
 
 def _fits(policy: str, presets: Sequence[str]) -> bool:
-    """Whether ``policy`` builds on every preset (the shipped MARA needs 16 nodes and 32
+    """Whether ``policy`` builds on every preset (the shipped MARA needs 8-64 nodes and 16-64
     slots)."""
     from benchmarks.suites import check_policies_fit
 
