@@ -141,15 +141,17 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
                          f"{list(presets)}")
     models, seed = out / "models", TRAIN_SEED
     jobs = [(a, p, model_file(models, p, a, seed)) for p in presets for a in algorithms]
+    blobs = {}
     for algo, preset, path in jobs:
         if path.is_file():
-            check_model(path, algo, preset, env_steps, seed)
+            blobs[(algo, preset)] = check_model(path, algo, preset, env_steps, seed)
         elif algo == "rllib_ppo" and not Path(rllib_python).is_file():
             raise ValueError(f"rllib_ppo needs RLlib's own environment ({rllib_python} is "
                              f"missing): run `make .venv-rllib/.installed`, or leave "
                              f"rllib_ppo out of --algorithms")
     train_missing(jobs, env_steps, seed, workers, Path(rllib_python), progress)
-    blobs = {(a, p): check_model(path, a, p, env_steps, seed) for a, p, path in jobs}
+    blobs = {(a, p): blobs.get((a, p)) or check_model(path, a, p, env_steps, seed)
+             for a, p, path in jobs}  # the models trained now are checked here
     names = {a: policy_name(a, models) for a in algorithms}
     refs = ["lara", *(["mara"] if shipped().is_file() and _fits("mara", presets) else [])]
     policies = [*refs, *names.values()]
