@@ -7,7 +7,9 @@ lower. :class:`NumpyMAT` computes what :meth:`MAT.act` with ``deterministic=True
 (the same layers, masks and pointer score, tested to give the same actions and logits to
 float32 rounding). Its decoder keeps the conditioning embedding ``phi(c_ij)`` of every
 action token and recomputes it only for the two tokens whose conditioning changes after a
-node's choice (the chosen token and the previous node's), instead of all K + 1.
+node's choice (the chosen token and the previous node's), instead of all K + 1. With numba
+installed (the ``fast`` extra) that loop runs compiled (:mod:`mara_agents.mat._decode_numba`:
+the same float32 operations, the same actions in the tests); ``DECODER`` says which.
 
 :class:`NumpyEnsemble` decodes greedily with several MATs at once (an ensemble): their
 weights are stacked along a leading member axis, so every numpy call serves all members.
@@ -31,6 +33,15 @@ if TYPE_CHECKING:
     from mara_agents.mat.model import MAT, Inputs
 
 _NEG = np.float32(-1e9)
+
+try:
+    from mara_agents.mat._decode_numba import decode_one as _compiled_decode
+except ImportError:  # numba not installed: the numpy loop
+    _compiled_decode = None
+
+DECODER = "numba" if _compiled_decode is not None else "numpy"
+"""The greedy decoding loop in use: ``"numba"`` (compiled, when numba is installed) or
+``"numpy"`` (:meth:`NumpyMAT.decode_numpy`, the reference)."""
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-5
@@ -173,7 +184,21 @@ class NumpyMAT:
 
     def _decode_one(self, qk: np.ndarray, a_node: np.ndarray, a_tok: np.ndarray,
                     mask: np.ndarray, speed: np.ndarray, cap: np.ndarray) -> np.ndarray:
-        """The autoregressive greedy decoding of one environment.
+        """The autoregressive greedy decoding of one environment: compiled when numba is
+        installed (``DECODER``), else :meth:`decode_numpy`."""
+        if _compiled_decode is None:
+            return self.decode_numpy(qk, a_node, a_tok, mask, speed, cap)
+        c = np.ascontiguousarray
+        return _compiled_decode(c(qk, dtype=np.float32), c(a_node, dtype=np.float32),
+                                c(a_tok, dtype=np.float32), c(mask, dtype=np.bool_),
+                                c(speed, dtype=np.float32), c(cap, dtype=np.float32),
+                                c(self.phi_w, dtype=np.float32),
+                                c(self.phi_b, dtype=np.float32), self.n_nodes)
+
+    def decode_numpy(self, qk: np.ndarray, a_node: np.ndarray, a_tok: np.ndarray,
+                     mask: np.ndarray, speed: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        """The autoregressive greedy decoding of one environment in numpy (the reference of
+        the compiled loop).
 
         The bookkeeping (counts, capacity left, previous choice) is in Python numbers and the
         speed sums in float32 scalars, as :meth:`MAT._cond` accumulates them; the
