@@ -3,7 +3,8 @@
 For each seed and policy, one episode of a live preset (:class:`core_env.live.
 LiveSchedulerEnv`: every task a real training run on the local runtime's workers), then the
 same policy on the replayed simulator (:func:`core_env.live.replay` with the tasks'
-reference curves: the simulator's model of the same jobs, arrivals, deadlines and targets).
+reference curves: the simulator's model of the same jobs, arrivals, deadlines and targets;
+on the wall clock its slot is calibrated to the work units each task really trained per slot).
 The sim-to-real gap of a policy is its live completion minus its simulated completion,
 paired by seed; policies are also paired against the reference policy (LARA) on the live runs.
 
@@ -20,6 +21,7 @@ Episodes are written as they finish; rerunning resumes.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +34,11 @@ from benchmarks.store import write_atomic, write_csv
 DEFAULT_POLICIES = {"Live-v0": ("lara", "edf", "mara"),
                     "Live-Small-v0": ("lara", "edf", "successive_halving")}
 """Policies per preset (the shipped MARA runs on 8 to 64 nodes, not on Live-Small-v0's 4)."""
-FIELDS = ("preset", "policy", "seed", "live", "sim", "gap", "completed", "arrived",
+REPLAY = "measured"
+"""The replay's slot (:func:`core_env.live.replay`): calibrated to the units each task
+really trained per slot (the same as the model's on the work clock)."""
+FIELDS = ("preset", "policy", "seed", "live", "sim", "gap", "units_per_slot", "completed",
+          "arrived",
           "episode_seconds", "step_seconds", "decision_seconds", "overhead_fraction",
           "migrations", "migration_bytes", "failed", "lost_slots", "worker_deaths")
 
@@ -72,13 +78,15 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
     wall = time.perf_counter() - t0
     record = live_env.record
     record.save(records / f"{preset}_{policy.replace(':', '_')}_{seed}.npz")
-    cfg, wl = replay(record, "reference")
+    cfg, wl = replay(record, "reference", slot=REPLAY)
     sim_env, sim_pol = make_policy(policy, CoreSchedulerEnv(cfg))
     sim = run_episode(sim_env, sim_pol, seed, options={"workload": wl})
     timing = live_env.episode_timing()
     return {"preset": preset, "policy": policy, "seed": seed, "slot_seconds": slot_seconds,
             "live": stats["completion_rate"], "sim": sim["completion_rate"],
-            "gap": stats["completion_rate"] - sim["completion_rate"],
+            "gap": stats["completion_rate"] - sim["completion_rate"], "replay": REPLAY,
+            "units_per_slot": float(statistics.median(record.units_per_slot()))
+            if record.workload.n_tasks else 1.0,
             "completed": stats["completed"], "arrived": stats["arrived"],
             "episode_seconds": wall, "step_seconds": timing["slot"],
             "decision_seconds": timed.seconds,
@@ -116,6 +124,10 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                     raise ValueError(f"{path}: run with slot_seconds "
                                      f"{row.get('slot_seconds')}, this run asks for "
                                      f"{slot_seconds}; use another --out")
+                if row.get("replay") != REPLAY:
+                    raise ValueError(f"{path}: simulated with the replay's slot "
+                                     f"{row.get('replay')!r}, this version uses {REPLAY!r}; "
+                                     f"use another --out")
                 rows[(policy, seed)] = row
                 continue
             if runtime is None:
@@ -136,7 +148,6 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
 def summarise(rows: Sequence[dict[str, Any]], reference: str = "lara") -> list[dict[str, Any]]:
     """Per policy: live and simulated completion, the paired gap, the paired live difference
     to ``reference``, and the medians of the timings."""
-    import statistics
 
     by: dict[str, dict[int, dict[str, Any]]] = {}
     for r in rows:
@@ -153,6 +164,7 @@ def summarise(rows: Sequence[dict[str, Any]], reference: str = "lara") -> list[d
             "gap": mean_ci([r["gap"] for r in rs], bounds=DIFFERENCE),
             "vs_reference": (mean_ci(paired, bounds=DIFFERENCE)
                              if paired and policy != reference else None),
+            "units_per_slot": statistics.median(r["units_per_slot"] for r in rs),
             "episode_seconds": statistics.median(r["episode_seconds"] for r in rs),
             "overhead_fraction": statistics.median(r["overhead_fraction"] for r in rs),
             "decision_share": statistics.median(r["decision_seconds"] / r["episode_seconds"]
@@ -171,11 +183,13 @@ def _ci(m: tuple[float, float, float] | None) -> str:
 def format_table(rows: Sequence[dict[str, Any]], reference: str = "lara") -> str:
     preset = rows[0]["preset"] if rows else "?"
     body = [[s["policy"], s["seeds"], f"{100 * s['live'][0]:.1f}%", f"{100 * s['sim'][0]:.1f}%",
-             _ci(s["gap"]), _ci(s["vs_reference"]), f"{s['episode_seconds']:.0f}",
+             _ci(s["gap"]), _ci(s["vs_reference"]), f"{s['units_per_slot']:.2f}",
+             f"{s['episode_seconds']:.0f}",
              f"{100 * s['overhead_fraction']:.1f}%", f"{100 * s['decision_share']:.1f}%",
              f"{s['migration_mb']:.1f}"] for s in summarise(rows, reference)]
     header = ["policy", "seeds", "live completion", "simulated", "gap live - sim (pts, 95% CI)",
-              f"live vs {reference} (pts, 95% CI)", "episode s (median)",
+              f"live vs {reference} (pts, 95% CI)", "units per model unit (median)",
+              "episode s (median)",
               "runtime overhead", "decision share", "migrated MB"]
     return markdown_table(header, body, title=f"Live mode: {preset}, real jobs vs the "
                                                 f"replayed simulator")

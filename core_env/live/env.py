@@ -198,7 +198,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         self.live = live
         self.failures = {}
         self._reset_counters()
-        self.record = LiveRecord.start(self.config, seed, live, self.pilots)
+        self.record = LiveRecord.start(self.config, seed, live, self.pilots, self.clock,
+                                        self.slot_seconds)
         return live.workload
 
     def _advance(self, joint: np.ndarray) -> dynamics.StepResult:
@@ -274,7 +275,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 self._last_node[m] = r.node
                 self._states[m] = r.state
                 ll[i] = pmath.log(r.loss)
-                self.record.observe(m, t, len(task.nodes), float(work[i]), r.loss)
+                self.record.observe(m, t, len(task.nodes), float(work[i]), r.loss,
+                                   max(int(r.units), 1))
             elif r.error == "worker died":
                 outcome[i] = dynamics.LOST
                 self.counts["lost_slots"] += 1

@@ -220,6 +220,12 @@ def test_the_wall_clock_work_column_is_the_work_the_jobs_really_did(runtime):
     for o in rec.obs:
         firsts.setdefault(o[0], o)
     assert max(o[3] / o[2] for o in firsts.values()) >= 3  # several units in one slot
+    # each observation records its units per node: the work gained that slot is units * nodes
+    assert rec.clock == "wall" and rec.slot_seconds == 0.06
+    last: dict[int, float] = {}
+    for o in rec.obs:
+        assert o[5] >= 1 and o[3] - last.get(o[0], 0.0) == pytest.approx(o[5] * o[2], rel=1e-5)
+        last[o[0]] = o[3]
     with pytest.raises(ValueError, match="clock"):
         make(p, runtime, clock="fast")
     with pytest.raises(ValueError, match="slot_seconds"):
@@ -228,6 +234,48 @@ def test_the_wall_clock_work_column_is_the_work_the_jobs_really_did(runtime):
         make(p, runtime, clock="wall", slot_seconds=60.0)
     with pytest.raises(ValueError, match="slot_seconds"):
         make(p, runtime, clock="wall")
+
+
+def test_the_replay_calibrates_the_slot_to_the_measured_units(runtime, tmp_path):
+    sleepy = "tests.core_env.live.jobs_for_tests:SleepJob"
+    p = make_pilots([(sleepy, {"seconds": 0.01})], seeds=2, units=48, nodes=(2,))
+    env = make(p, runtime, clock="wall", slot_seconds=0.06)
+    play(env, 5)
+    rec = LiveRecord.load(env.record.save(tmp_path / "wall.npz"))
+    assert rec.obs == env.record.obs and (rec.clock, rec.slot_seconds) == ("wall", 0.06)
+    units = rec.units_per_slot()
+    observed = sorted({o[0] for o in rec.obs})
+    for m in observed:  # live work over the work of one unit per slot on the same slots
+        rows = [o for o in rec.obs if o[0] == m]
+        gains = np.diff([0.0] + [o[3] for o in rows])
+        assert units[m] == pytest.approx(rows[-1][3] / np.sum(gains / [o[5] for o in rows]))
+        assert min(o[5] for o in rows) <= units[m] <= max(o[5] for o in rows)
+    assert units.max() >= 3
+    _, model = replay(rec, slot="model")
+    assert model is rec.workload
+    cfg, wl = replay(rec)
+    ref = rec.workload
+    for f in ("arrival", "deadline", "cap", "log_target", "alpha"):
+        assert np.array_equal(getattr(wl, f), getattr(ref, f))
+    grid = np.asarray(LOG_WORK_GRID, dtype=np.float64)
+    for m in observed:  # the curve at simulated work w is the reference's at u * w
+        for g in (0, 5, 20):
+            want = pmath.interp(np.array([grid[g] + np.log(units[m])]), grid,
+                                ref.log_loss[m].astype(np.float64))[0]
+            assert wl.log_loss[m, g] == pytest.approx(want, abs=1e-6)
+        need = wl.required_work[m], ref.required_work[m]
+        if np.isfinite(need[1]) and need[1] > units[m]:
+            assert need[0] < need[1]
+    CoreSchedulerEnv(cfg).reset(seed=0, options={"workload": wl})
+    with pytest.raises(ValueError, match="slot"):
+        replay(rec, slot="wall")
+
+
+def test_a_work_clock_replay_is_not_shifted(pilots, runtime):
+    env = make(pilots, runtime)
+    play(env, 2)
+    assert all(o[5] == 1 for o in env.record.obs) and env.record.clock == "work"
+    assert replay(env.record)[1] is env.record.workload
 
 
 def test_bad_records_and_options_are_refused(pilots, tmp_path):
