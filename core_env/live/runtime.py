@@ -321,7 +321,9 @@ class LocalRuntime(Runtime):
             raise ValueError(f"max_running: expected an integer >= 1 or None, got "
                              f"{max_running!r}")
         self.max_running = max_running
-        self._cost: dict[Any, float] = {}  # task -> last CPU seconds per node-unit
+        # task -> (its job, the last CPU seconds per node-unit): a task id that comes back
+        # with another job (a new episode's task) is not yet measured
+        self._cost: dict[Any, tuple[JobSpec, float]] = {}
         self._ctx = mp.get_context(start_method)
         self._procs: list[Any] = [None] * n_nodes
         self._conns: list[Any] = [None] * n_nodes
@@ -423,12 +425,15 @@ class LocalRuntime(Runtime):
                 results[key] = self._result(key, tasks[key], node, reply)
                 if results[key].error is None:
                     units = results[key].units * len(tasks[key].nodes)
-                    self._cost[key] = results[key].train_cpu_seconds / units
+                    self._cost[key] = (tasks[key].spec,
+                                       results[key].train_cpu_seconds / units)
         return results
 
     def _expected(self, key: Any, task: SlotTask) -> tuple[bool, float]:
         units = task.units * len(task.nodes)
-        cost = self._cost.get(key)
+        spec, cost = self._cost.get(key, (None, None))
+        if spec != task.spec:
+            cost = None
         return (cost is None, units if cost is None else cost * units)
 
     def close(self) -> None:

@@ -38,6 +38,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from core_env.live.runtime import cpu_count
 from mara_agents.checkpoints import load_checkpoint
 from mara_agents.train.cli import parse_config
 from mara_agents.train.config import PPOConfig
@@ -95,17 +96,10 @@ def _write_member(result: dict[str, Any]) -> None:
             os.replace(tmp, path)
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
-
-
 def worker_count(cfg: PPOConfig) -> int:
     """Members trained at once on the local pool: ``workers`` (0: the CPUs), at most
     ``members``."""
-    return min(cfg.workers or _cpus(), cfg.members)
+    return min(cfg.workers or cpu_count(), cfg.members)
 
 
 def train_members(cfg: PPOConfig) -> list[dict[str, Any]]:

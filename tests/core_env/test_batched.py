@@ -225,6 +225,9 @@ def test_auto_reset_after_truncation_with_untrained_tasks():
     obs, _ = benv.reset()
     envs = [core_env.parallel_env(preset=SMALL, max_steps=2, load=6.0) for _ in seeds]
     pz = [e.reset(seed=s)[0] for e, s in zip(envs, seeds)]
+    for i, (e, po) in enumerate(zip(envs, pz)):  # the first observations too
+        o, _ = obs_matrix(e, po)
+        assert np.array_equal(o, obs[i]), i
     resets = 0
     for t in range(12):
         acts = np.zeros((3, 4), dtype=np.int64)

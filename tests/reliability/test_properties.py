@@ -312,6 +312,8 @@ def test_batched_environment_b_follows_the_single_env_with_seed_b(cfg, seeds, ac
     obs, mask = envs.reset(seed=seeds)
     singles = [core_env.CoreSchedulerEnv(cfg) for _ in seeds]
     single_obs = [e.reset(seed=s)[0] for e, s in zip(singles, seeds)]
+    for b, (env, o) in enumerate(zip(singles, single_obs)):  # the first observations too
+        assert np.array_equal(obs[b], np.stack([o[a]["observation"] for a in env.possible_agents]))
     rng = np.random.default_rng(action_seed)
     finished = [0] * len(seeds)
     for _ in range(200):

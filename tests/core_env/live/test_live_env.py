@@ -203,6 +203,12 @@ def test_record_round_trip_and_replay(pilots, runtime, tmp_path):
         assert np.max(np.abs(back - np.log(loss))) < 0.05
     with pytest.raises(ValueError, match="curves"):
         replay(rec, "other")
+    # a damaged observation (no units trained, or a loss of 0) is refused on load
+    m, slot, k, w, loss, _ = rec.obs[0]
+    for bad in ((m, slot, k, w, loss, 0), (m, slot, k, w, 0.0, 1)):
+        rec.obs[0] = bad
+        with pytest.raises(ValueError, match="units >= 1"):
+            LiveRecord.load(rec.save(tmp_path / "damaged.npz"))
 
 
 def test_the_wall_clock_work_column_is_the_work_the_jobs_really_did(runtime):

@@ -244,9 +244,15 @@ def test_the_local_runtime_runs_at_most_max_running_jobs_longest_first(tmp_path)
         (n1, s1, e1), (n2, s2, e2) = sorted(runs(), key=lambda r: r[1])
         assert (n1, n2) == ("b", "a") and e1 <= s2  # one at a time
         # measured: "a" cost 0.7 s per node-unit, "b" 0.35, so "a" goes first now
-        res = rt.run_slot({"a": SlotTask(spin("a", 0.1), res["a"].state, 1, (0,)),
-                           "b": SlotTask(spin("b", 0.1), res["b"].state, 1, (1,))})
+        a, b = spin("a", 0.7), spin("b", 0.7)
+        res = rt.run_slot({"a": SlotTask(a, res["a"].state, 1, (0,)),
+                           "b": SlotTask(b, res["b"].state, 1, (1,))})
         assert [r[0] for r in sorted(runs(), key=lambda r: r[1])] == ["a", "b"]
+        # a task id that comes back with another job (a new episode's task) is not yet
+        # measured: it goes first again, and the cost of the job it had is forgotten
+        res = rt.run_slot({"a": SlotTask(a, res["a"].state, 1, (0,)),
+                           "b": SlotTask(spin("c", 0.1), None, 1, (1,))})
+        assert [r[0] for r in sorted(runs(), key=lambda r: r[1])] == ["c", "a"]
     with pytest.raises(ValueError, match="max_running"):
         LocalRuntime(1, max_running=0)
 
