@@ -38,6 +38,9 @@ mara_ens5 = _mara(*(f"ensemble/seed{k}.pt" for k in range(5)))
 """Five runs of the default recipe of 2026-11-30 (training seeds 0-4), decoded together."""
 mara_distill = _mara("distill/mara_distill.pt")
 """``mara_ens5`` distilled into one MAT (``mara-distill``)."""
+mara_single = _mara("single/mara_single.pt")
+"""One ``mara-train --members 1`` run (seed 0): the default shipped from 2026-12-01 to
+2026-12-03, and member 0 of the shipped recipe."""
 mara_v0 = _mara("v0/mara_default.pt")
 """The default checkpoint shipped until 2026-12-01 (best of five training seeds)."""
 mara_2m = _mara("ablation/mara_2m.pt")

@@ -131,10 +131,11 @@ class PPOConfig:
     and skip stage 1; optimiser, counters and value normaliser start fresh."""
     progress: bool = True
     """Show a tqdm progress bar."""
-    members: int = 1
-    """The recipe: 1 trains one run (this config) into ``out``; K > 1 trains K runs with
-    seeds ``seed`` .. ``seed + K - 1`` into ``out/member-<i>`` and distils their ensemble
-    into ``out/last.pt`` (see :mod:`mara_agents.train.recipe`)."""
+    members: int = 3
+    """The recipe: K > 1 (the default, 3: the shipped checkpoint) trains K runs with seeds
+    ``seed`` .. ``seed + K - 1`` into ``out/member-<i>`` and distils their ensemble into
+    ``out/last.pt`` (see :mod:`mara_agents.train.recipe`); 1 trains one run (this config)
+    into ``out``."""
     workers: int = 0
     """Members trained at once (0: as many as this machine's CPUs, at most ``members``)."""
     backend: str = "local"
@@ -159,6 +160,10 @@ class PPOConfig:
         if self.backend not in RECIPE_BACKENDS:
             raise ValueError(f"backend: expected one of {RECIPE_BACKENDS}, got "
                              f"{self.backend!r}")
+        if self.resume and self.members > 1:
+            raise ValueError(f"resume: the recipe (members={self.members}) resumes when rerun "
+                             f"with the same out; give members=1 (--members 1) to resume one "
+                             f"run from {self.resume!r}")
         if not isinstance(self.distill, DistillStage):
             raise ValueError(f"distill: expected a DistillStage, got {self.distill!r}")
         if (self.num_envs * self.rollout_len) % self.minibatches:

@@ -20,7 +20,8 @@ from mara_agents.train.recipe import main as train_main
 TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
         "--rollout-len", "16", "--minibatches", "2", "--epochs", "2", "--env-steps", "128",
         "--imitation-iters", "2", "--imitation-steps", "8", "--imitation-epochs", "1",
-        "--critic-warmup", "1", "--model-d-model", "16", "--model-ff", "16", "--no-progress"]
+        "--critic-warmup", "1", "--model-d-model", "16", "--model-ff", "16", "--no-progress",
+        "--members", "1"]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -33,7 +34,7 @@ def recipe(tmp_path_factory):
     root = tmp_path_factory.mktemp("recipe")
     assert main([*TINY, "--members", "2", "--workers", "2", "--seed", "5",
                  "--out", str(root / "r")]) == 0
-    assert main([*TINY, "--seed", "6", "--out", str(root / "alone")]) == 0
+    assert main([*TINY, "--members", "1", "--seed", "6", "--out", str(root / "alone")]) == 0
     return root
 
 
@@ -85,7 +86,27 @@ def test_members_as_ray_tasks_train_the_same_checkpoints(recipe, tmp_path):
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("members", 0, "members"), ("workers", -1, "workers"), ("backend", "k8s", "backend")])
+    ("members", 0, "members"), ("workers", -1, "workers"), ("backend", "k8s", "backend"),
+    ("resume", "runs/mara/last.pt", r"resume: the recipe \(members=3\)")])
 def test_bad_recipe_values_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         PPOConfig(**{field: value})
+    if field == "resume":  # one run resumes
+        assert PPOConfig(resume=value, members=1).resume == value
+
+
+def test_the_shipped_checkpoint_is_what_the_default_command_builds():
+    """``mara-train`` with its defaults is the recipe the shipped MARA was made with: the
+    members' training config and the distillation's settings are the defaults (a default
+    changed without retraining the shipped file fails here)."""
+    from mara_agents.checkpoints import shipped
+    from mara_agents.train.config import DistillStage
+
+    blob = load_checkpoint(shipped())
+    cfg = PPOConfig()
+    assert cfg.differences(blob["train_config"]) == []
+    assert blob["train_config"]["env_steps"] == cfg.env_steps
+    distill = json.loads(blob["distill"])
+    assert len(distill["teacher_files"]) == cfg.members
+    assert {k: distill["config"][k] for k in asdict(DistillStage())} == asdict(cfg.distill)
+    assert distill["config"]["seed"] == cfg.seed
