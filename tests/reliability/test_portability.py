@@ -21,8 +21,32 @@ from . import golden
 ROOT = Path(__file__).resolve().parents[2]
 
 
+SLOW_TEST = "test_fingerprints_are_the_same_with_simd_dispatch_turned_down"
+
+
 @pytest.fixture(scope="module")
-def here() -> dict:
+def turned_down(request, tmp_path_factory):
+    """The subprocesses of the SIMD-level test, started at once (before ``here`` computes
+    in-process) so that they run side by side on the machine's cores: level -> (process, out).
+    Started only when that test is selected; killed if a test stops before waiting for one."""
+    selected = {item.callspec.params["disabled"] for item in request.session.items
+                if getattr(item, "originalname", "") == SLOW_TEST
+                and hasattr(item, "callspec")}
+    runs = {}
+    for disabled in sorted(level for level in selected if level is not None):
+        out = tmp_path_factory.mktemp("fingerprints") / "fingerprints.json"
+        proc = subprocess.Popen([sys.executable, "-m", "tests.reliability.golden", "--out",
+                                 str(out)], cwd=ROOT, env=turned_down_env(disabled))
+        runs[disabled] = (proc, out)
+    yield runs
+    for proc, _ in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def here(turned_down) -> dict:
     return golden.compute()
 
 
@@ -63,14 +87,8 @@ def dispatch_levels() -> list[str]:
     return levels + ([" ".join(on)] if on else [])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("disabled", dispatch_levels() or [None])
-def test_fingerprints_are_the_same_with_simd_dispatch_turned_down(here, disabled, tmp_path):
-    """In a subprocess with numpy's SIMD dispatch turned down; at the lowest level also with
-    the numpy kernels of core_env.pmath instead of the compiled ones and OpenBLAS's oldest
-    x86 kernels, one level up with numba compiling for a generic CPU."""
-    if disabled is None:
-        pytest.skip("numpy dispatches to no SIMD target above its baseline on this CPU")
+def turned_down_env(disabled: str) -> dict:
+    """The environment of a subprocess with ``NPY_DISABLE_CPU_FEATURES=disabled``."""
     env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": disabled}
     if len(disabled.split()) == len(golden.machine()["dispatch_on"]):
         env["CORE_ENV_PMATH"] = "numpy"
@@ -78,13 +96,27 @@ def test_fingerprints_are_the_same_with_simd_dispatch_turned_down(here, disabled
             env["OPENBLAS_CORETYPE"] = "Prescott"  # SSE3 kernels, should any BLAS call run
     else:
         env["NUMBA_CPU_NAME"] = "generic"
-    out = tmp_path / "fingerprints.json"
-    subprocess.run([sys.executable, "-m", "tests.reliability.golden", "--out", str(out)],
-                   cwd=ROOT, env=env, check=True, timeout=900)
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("disabled", dispatch_levels() or [None])
+def test_fingerprints_are_the_same_with_simd_dispatch_turned_down(here, turned_down, disabled):
+    """In a subprocess with numpy's SIMD dispatch turned down; at the lowest level also with
+    the numpy kernels of core_env.pmath instead of the compiled ones and OpenBLAS's oldest
+    x86 kernels, one level up with numba compiling for a generic CPU."""
+    if disabled is None:
+        pytest.skip("numpy dispatches to no SIMD target above its baseline on this CPU")
+    proc, out = turned_down[disabled]
+    try:
+        rc = proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert rc == 0, f"fingerprints with NPY_DISABLE_CPU_FEATURES={disabled!r}: exit status {rc}"
     there = json.loads(out.read_text())
     assert not set(disabled.split()) & set(there["machine"]["dispatch_on"]), there["machine"]
-    assert there["machine"]["pmath"] == ("numpy" if env.get("CORE_ENV_PMATH") else
-                                         pmath.BACKEND)
+    assert there["machine"]["pmath"] == ("numpy" if turned_down_env(disabled).get("CORE_ENV_PMATH")
+                                         else pmath.BACKEND)
     diff = golden.differences(there["fingerprints"], here)
     assert not diff, (f"with NPY_DISABLE_CPU_FEATURES={disabled!r}:\n" + "\n".join(diff[:20]))
-
