@@ -72,10 +72,13 @@ class InverseCurve(NamedTuple):
         return max((1.0 / (level - self.floor) - b1) / b0, 0.0) * self.scale
 
 
-def _solve(g: list[list[float]], h: list[float]) -> list[float] | None:
-    """Gaussian elimination with partial pivoting on a small dense system; None if singular."""
-    n = len(h)
-    a = [row[:] + [h[i]] for i, row in enumerate(g)]
+def _solve(g: list[list[float]], h: list[list[float]]) -> list[list[float]] | None:
+    """Gaussian elimination with partial pivoting on a small dense system with several
+    right-hand sides (``h[i]`` is row i of them); None if singular. Each right-hand side goes
+    through exactly the operations it would go through alone."""
+    n = len(g)
+    a = [row[:] + h[i][:] for i, row in enumerate(g)]
+    width = len(a[0])
     for c in range(n):
         p = max(range(c, n), key=lambda r: abs(a[r][c]))
         if abs(a[p][c]) < 1e-12 * max(1.0, max(abs(v) for v in a[p][:n])):
@@ -83,67 +86,99 @@ def _solve(g: list[list[float]], h: list[float]) -> list[float] | None:
         a[c], a[p] = a[p], a[c]
         for r in range(c + 1, n):
             f = a[r][c] / a[c][c]
-            for q in range(c, n + 1):
+            for q in range(c, width):
                 a[r][q] -= f * a[c][q]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        s = a[r][n]
-        for q in range(r + 1, n):
-            s -= a[r][q] * x[q]
-        x[r] = s / a[r][r]
+    x = [[0.0] * (width - n) for _ in range(n)]
+    for j in range(width - n):
+        for r in range(n - 1, -1, -1):
+            s = a[r][n + j]
+            for q in range(r + 1, n):
+                s -= a[r][q] * x[q][j]
+            x[r][j] = s / a[r][r]
     return x
 
 
 def _inverse(g: list[list[float]]) -> list[list[float]] | None:
     """Inverse of a small matrix by Gaussian elimination (None if singular)."""
     n = len(g)
-    cols = [_solve(g, [1.0 if r == c else 0.0 for r in range(n)]) for c in range(n)]
-    if any(c is None for c in cols):
-        return None
-    return [[cols[c][r] for c in range(n)] for r in range(n)]
+    return _solve(g, [[1.0 if r == c else 0.0 for c in range(n)] for r in range(n)])
 
 
-def nnls(columns: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
+class _Design(NamedTuple):
+    """What :func:`nnls` computes once for a design (columns and weights): the weighted
+    columns, their Gram matrix, and for every support with an invertible Gram block (largest
+    first, in :func:`itertools.combinations` order) that block's inverse, zero-padded to
+    ``m x m``: ``inverse[s, p, q]``."""
+
+    wa: np.ndarray
+    gram: list[list[float]]
+    inverse: np.ndarray
+
+
+def _design(columns: np.ndarray, w: np.ndarray) -> _Design:
+    m = columns.shape[0]
+    wa = columns * w
+    gram_rows = pmath.rowsum(wa[:, None, :] * columns[None, :, :])  # [m, m]
+    gram = [[float(gram_rows[p, q]) for q in range(m)] for p in range(m)]
+    inverse = []
+    for size in range(m, 0, -1):
+        for support in combinations(range(m), size):
+            inv = _inverse([[gram[p][q] for q in support] for p in support])
+            if inv is not None:
+                padded = [[0.0] * m for _ in range(m)]
+                for i, p in enumerate(support):
+                    for j, q in enumerate(support):
+                        padded[p][q] = inv[i][j]
+                inverse.append(padded)
+    return _Design(wa, gram, np.array(inverse, dtype=np.float64).reshape(len(inverse), m, m))
+
+
+def nnls(columns: np.ndarray, z: np.ndarray, w: np.ndarray,
+         design: _Design | None = None) -> np.ndarray:
     """Weighted non-negative least squares ``min sum w (z - A c)**2, c >= 0``, for a batch
     of right-hand sides.
+
+    Every support is solved (in one pass over all of them) and the best non-negative
+    solution kept, the first support of the least error on ties. The zero-padded terms of
+    a support's sums add exact zeros, so each support's solution has the bits of its own
+    left-to-right sums.
 
     Args:
         columns: float64[m, n] the m columns of A (m is small: every support is tried).
         z: float64[B, n] B right-hand sides. w: float64[n] weights (>= 0).
+        design: ``_design(columns, w)``, when several calls share the columns and weights.
 
     Returns:
         float64[B, m] the coefficients (NaN rows where no support has a solution).
     """
     m = columns.shape[0]
     z = np.atleast_2d(z)
-    wa = columns * w
-    gram = [[float(pmath.rowsum(wa[p] * columns[q])) for q in range(m)] for p in range(m)]
-    rhs = np.stack([pmath.rowsum(wa[p] * z) for p in range(m)], axis=1)  # [B, m]
+    wa, gram, inverse = design if design is not None else _design(columns, w)
+    rhs = pmath.rowsum(wa[:, None, :] * z[None, :, :])  # [m, B]
     zz = pmath.rowsum(w * z * z)
+    coef = np.zeros((inverse.shape[0], z.shape[0], m))  # [support, B, m]
+    for p in range(m):
+        acc = np.zeros(coef.shape[:2])
+        for q in range(m):
+            acc = acc + inverse[:, p, q, None] * rhs[q]
+        coef[:, :, p] = acc
+    # sum w (z - A c)**2 = z'Wz - 2 c'A'Wz + c'A'WA c
+    quad = np.zeros(coef.shape[:2])
+    for p in range(m):
+        for q in range(m):
+            quad = quad + coef[:, :, p] * gram[p][q] * coef[:, :, q]
+    lin = np.zeros(coef.shape[:2])
+    for p in range(m):
+        lin = lin + coef[:, :, p] * rhs[p]
+    sse = zz - 2.0 * lin + quad
+    score = np.where(np.all(coef >= 0, axis=2) & (sse < np.inf), sse, np.inf)
     best = np.full((z.shape[0], m), np.nan)
-    best_sse = np.full(z.shape[0], np.inf)
-    for size in range(m, 0, -1):
-        for support in combinations(range(m), size):
-            inv = _inverse([[gram[p][q] for q in support] for p in support])
-            if inv is None:
-                continue
-            coef = np.zeros((z.shape[0], m))
-            for i, p in enumerate(support):
-                acc = np.zeros(z.shape[0])
-                for q_i, q in enumerate(support):
-                    acc = acc + inv[i][q_i] * rhs[:, q]
-                coef[:, p] = acc
-            # sum w (z - A c)**2 = z'Wz - 2 c'A'Wz + c'A'WA c
-            quad = np.zeros(z.shape[0])
-            for p in support:
-                for q in support:
-                    quad = quad + coef[:, p] * gram[p][q] * coef[:, q]
-            lin = np.zeros(z.shape[0])
-            for p in support:
-                lin = lin + coef[:, p] * rhs[:, p]
-            sse = zz - 2.0 * lin + quad
-            take = np.all(coef >= 0, axis=1) & (sse < best_sse)
-            best[take], best_sse[take] = coef[take], sse[take]
+    if not score.size:
+        return best
+    pick = np.argmin(score, axis=0)
+    rows = np.arange(z.shape[0])
+    found = score[pick, rows] < np.inf
+    best[found] = coef[pick[found], rows[found]]
     return best
 
 
@@ -174,10 +209,11 @@ def fit_inverse_curve(work: np.ndarray, loss: np.ndarray, degree: int = 1,
     x = k / scale
     columns = np.stack([x * x, x, np.ones(n)][2 - degree:])
     lowest = float(y.min())
+    design = _design(columns, w)
 
     def fit_at(fracs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         floors = fracs * lowest
-        coef = nnls(columns, 1.0 / (y[None, :] - floors[:, None]), w)
+        coef = nnls(columns, 1.0 / (y[None, :] - floors[:, None]), w, design)
         poly = np.zeros((fracs.size, n))
         for i in range(degree + 1):
             poly = poly * x[None, :] + coef[:, i: i + 1]

@@ -87,12 +87,20 @@ print(json.dumps(out, sort_keys=True))
 '''
 
 
-def fingerprint_in_subprocess(hash_seed: str) -> dict:
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    res = subprocess.run([sys.executable, "-c", FINGERPRINT], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+def fingerprints_in_subprocesses(*hash_seeds: str) -> list[dict]:
+    """The fingerprint in one subprocess per ``PYTHONHASHSEED``, run side by side."""
+    procs = [subprocess.Popen([sys.executable, "-c", FINGERPRINT], cwd=ROOT,
+                              env={**os.environ, "PYTHONHASHSEED": seed},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for seed in hash_seeds]
+    try:
+        outs = [proc.communicate(timeout=300) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    for proc, (_, err) in zip(procs, outs):
+        assert proc.returncode == 0, err[-3000:]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 
 
 def fingerprint_here() -> dict:
@@ -110,8 +118,7 @@ def fingerprint_here() -> dict:
 
 @pytest.mark.slow
 def test_same_seed_gives_identical_results_in_separate_processes():
-    a = fingerprint_in_subprocess("0")
-    b = fingerprint_in_subprocess("4242")
+    a, b = fingerprints_in_subprocesses("0", "4242")
     assert a == b
     assert fingerprint_here() == a
 

@@ -18,18 +18,24 @@ from mara_agents.marl.common import load_model  # noqa: E402
 
 
 def train(out, extra_env):
+    """Start the command (one thread), writing ``out``; returns the process."""
     env = {k: v for k, v in os.environ.items() if k not in PORTABLE_TORCH}
     env.update(OMP_NUM_THREADS="1", **extra_env)
-    return subprocess.run([sys.executable, "-m", "mara_agents.marl", "train", "ippo",
-                           "--preset", "CoRE-Small-v0", "--env-steps", "64", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.Popen([sys.executable, "-m", "mara_agents.marl", "train", "ippo",
+                             "--preset", "CoRE-Small-v0", "--env-steps", "64", "--out",
+                             str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
 def test_the_command_trains_on_the_portable_settings(tmp_path):
-    plain = train(tmp_path / "plain.pt", {})
-    pinned = train(tmp_path / "pinned.pt", PORTABLE_TORCH)
-    assert plain.returncode == 0 and pinned.returncode == 0, plain.stderr + pinned.stderr
+    runs = [train(tmp_path / "plain.pt", {}), train(tmp_path / "pinned.pt", PORTABLE_TORCH)]
+    try:  # side by side, one thread each
+        errors = [proc.communicate(timeout=600)[1] for proc in runs]
+    finally:
+        for proc in runs:
+            proc.kill()
+    assert [proc.returncode for proc in runs] == [0, 0], "".join(errors)
     a = load_model(tmp_path / "plain.pt", "ippo")["actor_state"]
     b = load_model(tmp_path / "pinned.pt", "ippo")["actor_state"]
     assert all(torch.equal(a[k], b[k]) for k in a)
