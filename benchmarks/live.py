@@ -10,7 +10,8 @@ paired by seed; policies are also paired against the reference policy (LARA) on 
 
 Per episode it stores the live and simulated statistics, the wall time, the time spent in
 ``env.step`` (the runtime: real training, serialisation, transfer, the driver) and outside it
-(the policy's decisions and its forecasts), and the runtime's ``overhead_fraction``; every
+(the policy's decisions and its forecasts), the runtime's ``overhead_fraction`` and the
+``packing_fraction`` (:meth:`core_env.live.LiveSchedulerEnv.episode_timing`); every
 live episode's record is kept (``records/``), so a replay can be rerun or inspected.
 Episodes are written as they finish; rerunning resumes.
 
@@ -40,6 +41,7 @@ really trained per slot (the same as the model's on the work clock)."""
 FIELDS = ("preset", "policy", "seed", "live", "sim", "gap", "units_per_slot", "completed",
           "arrived",
           "episode_seconds", "step_seconds", "decision_seconds", "overhead_fraction",
+          "packing_fraction",
           "migrations", "migration_bytes", "failed", "lost_slots", "worker_deaths")
 
 
@@ -91,6 +93,7 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
             "episode_seconds": wall, "step_seconds": timing["slot"],
             "decision_seconds": timed.seconds,
             "overhead_fraction": timing["overhead_fraction"],
+            "packing_fraction": timing["packing_fraction"],
             **{k: stats[k] for k in ("migrations", "migration_bytes", "failed", "lost_slots",
                                      "worker_deaths")}}
 
@@ -128,6 +131,9 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                     raise ValueError(f"{path}: simulated with the replay's slot "
                                      f"{row.get('replay')!r}, this version uses {REPLAY!r}; "
                                      f"use another --out")
+                if "packing_fraction" not in row:
+                    raise ValueError(f"{path}: written by a version whose overhead_fraction "
+                                     f"included the packing loss; use another --out")
                 rows[(policy, seed)] = row
                 continue
             if runtime is None:
@@ -167,6 +173,7 @@ def summarise(rows: Sequence[dict[str, Any]], reference: str = "lara") -> list[d
             "units_per_slot": statistics.median(r["units_per_slot"] for r in rs),
             "episode_seconds": statistics.median(r["episode_seconds"] for r in rs),
             "overhead_fraction": statistics.median(r["overhead_fraction"] for r in rs),
+            "packing_fraction": statistics.median(r["packing_fraction"] for r in rs),
             "decision_share": statistics.median(r["decision_seconds"] / r["episode_seconds"]
                                                 for r in rs),
             "migration_mb": statistics.median(r["migration_bytes"] / 1e6 for r in rs),
@@ -185,12 +192,13 @@ def format_table(rows: Sequence[dict[str, Any]], reference: str = "lara") -> str
     body = [[s["policy"], s["seeds"], f"{100 * s['live'][0]:.1f}%", f"{100 * s['sim'][0]:.1f}%",
              _ci(s["gap"]), _ci(s["vs_reference"]), f"{s['units_per_slot']:.2f}",
              f"{s['episode_seconds']:.0f}",
-             f"{100 * s['overhead_fraction']:.1f}%", f"{100 * s['decision_share']:.1f}%",
+             f"{100 * s['overhead_fraction']:.1f}%", f"{100 * s['packing_fraction']:.1f}%",
+             f"{100 * s['decision_share']:.1f}%",
              f"{s['migration_mb']:.1f}"] for s in summarise(rows, reference)]
     header = ["policy", "seeds", "live completion", "simulated", "gap live - sim (pts, 95% CI)",
               f"live vs {reference} (pts, 95% CI)", "units per model unit (median)",
               "episode s (median)",
-              "runtime overhead", "decision share", "migrated MB"]
+              "runtime overhead", "packing loss", "decision share", "migrated MB"]
     return markdown_table(header, body, title=f"Live mode: {preset}, real jobs vs the "
                                                 f"replayed simulator")
 

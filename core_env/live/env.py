@@ -31,9 +31,13 @@ also in the record's statistics) give, in seconds summed over slots: ``slot`` (w
 inside :meth:`step`), ``job`` (restore + train + save on the workers, wall time summed over
 jobs), ``restore``, ``save``, ``train_cpu`` (CPU time inside the jobs' ``train``) and
 ``train_makespan`` (per slot, the least wall time that training could take on this machine's
-CPUs: the longest job's train CPU time, or all of it spread over the CPUs if that is longer);
-and ``overhead_fraction`` = 1 - train_makespan / slot: the share of the slots' wall time spent
-on anything but unavoidable training (the driver, serialisation, transfer, restarts).
+CPUs: the longest job's train CPU time, or all of it spread over the CPUs if that is longer)
+and ``train_ideal`` (per slot, the wall time the jobs' train CPU times take with the runtime's
+dispatch and no overhead at all, one process per job: :func:`~core_env.live.runtime.
+shared_makespan`); ``overhead_fraction`` = 1 - train_ideal / slot, the share of the slots'
+wall time the runtime itself costs (the driver, serialisation, transfer, restarts), and
+``packing_fraction`` = (train_ideal - train_makespan) / slot, the share lost because a job is
+one process (a k-node job cannot be spread over idle CPUs; zero with a CPU per node).
 """
 
 from __future__ import annotations
@@ -48,10 +52,13 @@ from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
-from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, cpu_count
+from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, cpu_count, shared_makespan
 from core_env.live.workload import LiveWorkload, generate_live_workload
 from core_env.workload import Workload, validate_workload
 
+
+SLOT_TIMES = ("job", "train_cpu", "train_makespan", "train_ideal", "restore", "save")
+"""The seconds measured per slot besides the slot's own wall time (module docstring)."""
 
 RUNTIME_BACKENDS = ("local", "ray")
 """The runtimes live mode can start: :class:`LocalRuntime` and
@@ -163,8 +170,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         self._last_node: dict[int, int] = {}
         self._dead: set[int] = set()  # nodes whose worker died, idle until restarted
         self.counts = dict.fromkeys(LIVE_KEYS, 0)
-        self.timing = dict.fromkeys(("slot", "job", "train_cpu", "train_makespan", "restore",
-                                     "save"), 0.0)
+        self.timing = dict.fromkeys(("slot",) + SLOT_TIMES, 0.0)
         self._slot_timing: dict[str, float] = {}
 
     def _episode_workload(self, seed: int | None, options: dict) -> Workload:
@@ -209,8 +215,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if dead:  # a dead node runs as idle; a non-idle action on it is counted
             self.sim.illegal[0] += int((joint[dead] != 0).sum())
             joint[dead] = 0
-        self._slot_timing = dict.fromkeys(("job", "train_cpu", "train_makespan", "restore",
-                                           "save"), 0.0)
+        self._slot_timing = dict.fromkeys(SLOT_TIMES, 0.0)
         res = dynamics.step(self.sim, joint[None, :], self.params, loss_hook=self._run_slot)
         for node in dead:  # dead for a whole slot: restart its worker
             self.runtime.restart(node)
@@ -237,8 +242,10 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
     def episode_timing(self) -> dict[str, float]:
         """Measured seconds of the episode so far, with its ``overhead_fraction``."""
         timing = dict(self.timing)
-        timing["overhead_fraction"] = (1.0 - timing["train_makespan"] / timing["slot"]
-                                       if timing["slot"] > 0 else 0.0)
+        slot = timing["slot"]
+        timing["overhead_fraction"] = 1.0 - timing["train_ideal"] / slot if slot > 0 else 0.0
+        timing["packing_fraction"] = ((timing["train_ideal"] - timing["train_makespan"]) / slot
+                                      if slot > 0 else 0.0)
         return timing
 
     # ----- one slot of real training (the dynamics' loss hook) -----
@@ -285,9 +292,12 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 self.counts["failed"] += 1
                 self.failures[m] = r.error
                 self._states.pop(m, None)
-        # the least wall time the training alone could take on this machine's CPUs
-        self._slot_timing["train_makespan"] = (max(max(cpus), sum(cpus) / cpu_count())
-                                               if cpus else 0.0)
+        # the least wall time the training alone could take on this machine's CPUs, and what
+        # it takes with one process per job and the runtime's dispatch, at no overhead
+        if cpus:
+            self._slot_timing["train_makespan"] = max(max(cpus), sum(cpus) / cpu_count())
+            self._slot_timing["train_ideal"] = shared_makespan(
+                cpus, cpu_count(), getattr(self.runtime, "max_running", len(cpus)))
         return (ll, outcome, work) if self.clock == "wall" else (ll, outcome)
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:

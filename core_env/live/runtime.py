@@ -105,6 +105,36 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def shared_makespan(seconds: Sequence[float], cpus: int, max_running: int) -> float:
+    """The wall time ``seconds`` of CPU work (one job each) take on ``cpus`` CPUs with no
+    overhead at all: at most ``max_running`` jobs at once, the longest first, the CPUs shared
+    equally among the jobs running (a job runs at ``min(1, cpus / running)`` of a CPU, as
+    the OS time-shares processes), a job never split over CPUs. What a slot of these jobs
+    would take if the runtime itself cost nothing: at least the longest job, and at least
+    all the work spread over the CPUs, more where one process per job leaves a CPU idle.
+
+    Raises:
+        ValueError: a negative or non-finite time, or ``cpus`` / ``max_running`` < 1.
+    """
+    for name, v in (("cpus", cpus), ("max_running", max_running)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+    waiting = sorted((float(s) for s in seconds), reverse=True)
+    if any(not (math.isfinite(s) and s >= 0) for s in waiting):
+        raise ValueError(f"seconds: expected finite times >= 0, got {list(seconds)!r}")
+    running: list[float] = []  # the remaining CPU seconds of the jobs running
+    clock = 0.0
+    while waiting or running:
+        while waiting and len(running) < max_running:
+            running.append(waiting.pop(0))
+        rate = min(1.0, cpus / len(running))
+        running.sort()
+        step = running[0] / rate  # until the job with the least left finishes
+        clock += step
+        running = [r - step * rate for r in running[1:]]
+    return clock
+
+
 RESIDENT = 8
 """Jobs a worker keeps in memory (least recently used dropped first): a job that stays on its
 node continues from the object itself instead of being restored from its state."""

@@ -15,6 +15,7 @@ from core_env import CoreSchedulerEnv, pmath
 from core_env.curves import LOG_WORK_GRID
 from core_env.live import (LiveRecord, LiveSchedulerEnv, make_pilots,
                            record_pilots, replay, validate_pilots)
+from core_env.live.env import SLOT_TIMES
 from core_env.live.jobs import JobSpec
 from core_env.testing import check_env
 
@@ -90,6 +91,29 @@ def test_losses_are_the_jobs_real_losses_and_no_progress_is_lost(pilots, runtime
     # the observation's work column is the model's k**alpha work (alpha = 1 here)
     assert all(o[3] == pytest.approx(np.sum([r[2] for r in rec.obs if r[0] == o[0]
                                              and r[1] <= o[1]])) for o in rec.obs)
+
+
+def test_episode_timing_splits_the_slots_into_training_packing_and_overhead(pilots, runtime):
+    env = make(pilots, runtime)
+    summed = dict.fromkeys(("slot",) + SLOT_TIMES, 0.0)
+    rng = np.random.default_rng(4)
+    obs = env.reset(seed=4)[0]
+    while env.agents:
+        acts = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+        obs = env.step(acts)[0]
+        for k, v in env.slot_timing.items():
+            summed[k] += v
+    timing = env.episode_timing()
+    assert timing["train_cpu"] > 0, "the episode trained nothing"
+    for k, v in summed.items():
+        assert timing[k] == pytest.approx(v), k
+    # the overhead-free time of the dispatch is at least the lower bound; what is left of
+    # the slots' wall time is the runtime's own
+    assert timing["train_makespan"] <= timing["train_ideal"] + 1e-12
+    assert timing["overhead_fraction"] == pytest.approx(
+        1 - timing["train_ideal"] / timing["slot"])
+    assert timing["packing_fraction"] == pytest.approx(
+        (timing["train_ideal"] - timing["train_makespan"]) / timing["slot"])
 
 
 def test_sigkilled_worker_loses_only_its_slot_and_its_node_is_masked(pilots, runtime):

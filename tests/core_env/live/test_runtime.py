@@ -13,6 +13,7 @@ import pytest
 
 from core_env.live import (JobSpec, LocalRuntime, SlotTask, TrainingJob, job_class,
                            make_job, run_serial)
+from core_env.live.runtime import shared_makespan
 
 COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
 SLEEP = "tests.core_env.live.jobs_for_tests:SleepJob"
@@ -255,6 +256,30 @@ def test_the_local_runtime_runs_at_most_max_running_jobs_longest_first(tmp_path)
         assert [r[0] for r in sorted(runs(), key=lambda r: r[1])] == ["c", "a"]
     with pytest.raises(ValueError, match="max_running"):
         LocalRuntime(1, max_running=0)
+
+
+def test_shared_makespan_is_the_overhead_free_wall_time_of_the_dispatch():
+    # all at once on 2 CPUs: three jobs at 2/3 of a CPU each until the 2 s one ends at 3 s,
+    # then the two 3 s ones have 1 s left on a CPU each
+    assert shared_makespan([3, 3, 2], 2, 16) == pytest.approx(4.0)
+    # one long job: the short ones share with it, then it runs alone (a CPU idles)
+    assert shared_makespan([5, 1, 1], 2, 16) == pytest.approx(5.5)
+    # at most 2 at once, longest first: list scheduling (5 | 1 + 1; 3 | 3 then 2)
+    assert shared_makespan([1, 5, 1], 2, 2) == pytest.approx(5.0)
+    assert shared_makespan([3, 2, 3], 2, 2) == pytest.approx(5.0)
+    assert shared_makespan([3, 2, 3], 1, 3) == pytest.approx(8.0)  # one CPU: all of it
+    assert shared_makespan([4], 8, 8) == pytest.approx(4.0)  # a job is never split
+    assert shared_makespan([], 2, 2) == 0.0
+    rng = np.random.default_rng(0)
+    for _ in range(50):  # never below the lower bound, and at most everything in turn
+        secs = list(rng.exponential(1.0, int(rng.integers(1, 20))))
+        cpus, most = int(rng.integers(1, 5)), int(rng.integers(1, 20))
+        got = shared_makespan(secs, cpus, most)
+        assert max(max(secs), sum(secs) / cpus) - 1e-9 <= got <= sum(secs) + 1e-9
+    for bad, match in [(([1.0], 0, 1), "cpus"), (([1.0], 1, True), "max_running"),
+                       (([float("nan")], 1, 1), "seconds"), (([-1.0], 1, 1), "seconds")]:
+        with pytest.raises(ValueError, match=match):
+            shared_makespan(*bad)
 
 
 def test_workers_stop_with_close(make_runtime):
