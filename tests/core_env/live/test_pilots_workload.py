@@ -14,7 +14,7 @@ from core_env.curves import LOG_WORK_GRID
 from core_env.live import generate_live_workload, live_config, load_pilots
 from core_env.live.pilots import PILOTS, fit_alpha
 from core_env.live.workload import reference_table
-from core_env.workload import validate_workload
+from core_env.workload import draw_arrivals, node_speeds, validate_workload
 
 
 def test_the_shipped_pilot_set_loads_and_is_listed_with_its_checksum():
@@ -78,3 +78,18 @@ def test_live_workloads_are_seeded_valid_and_reachable_at_one_node():
         assert a.workload.alpha[m] == p.alpha[p.variant_of[run]]
     env = CoreSchedulerEnv(cfg)  # the simulator runs the model workload
     env.reset(seed=0, options={"workload": a.workload})
+
+
+def test_live_arrivals_follow_the_alibaba_trace_when_asked():
+    """``arrivals="alibaba-2018"`` (a flat override, as in the simulator) gives the live
+    tasks the simulator's trace arrivals for the same seed, not Poisson's."""
+    p = load_pilots()
+    trace = live_config("Live-v0", arrivals="alibaba-2018")
+    got = generate_live_workload(trace, np.random.default_rng(5), p)
+    want = np.random.default_rng(5)
+    node_speeds(trace, want)  # the same order of draws: speeds, then arrivals
+    assert np.array_equal(got.workload.arrival, draw_arrivals(trace, want))
+    poisson = generate_live_workload(live_config("Live-v0"), np.random.default_rng(5), p)
+    assert not np.array_equal(got.workload.arrival, poisson.workload.arrival)
+    validate_workload(got.workload, trace)
+    assert len(got.jobs) == got.workload.n_tasks > 0
