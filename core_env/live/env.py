@@ -240,7 +240,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         return dict(self._slot_timing)
 
     def episode_timing(self) -> dict[str, float]:
-        """Measured seconds of the episode so far, with its ``overhead_fraction``."""
+        """Measured seconds of the episode so far, with its ``overhead_fraction`` and
+        ``packing_fraction`` (see the module docstring)."""
         timing = dict(self.timing)
         slot = timing["slot"]
         timing["overhead_fraction"] = 1.0 - timing["train_ideal"] / slot if slot > 0 else 0.0

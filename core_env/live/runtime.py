@@ -121,7 +121,7 @@ def shared_makespan(seconds: Sequence[float], cpus: int, max_running: int) -> fl
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
     waiting = sorted((float(s) for s in seconds), reverse=True)
     if any(not (math.isfinite(s) and s >= 0) for s in waiting):
-        raise ValueError(f"seconds: expected finite times >= 0, got {list(seconds)!r}")
+        raise ValueError(f"seconds: expected finite times >= 0, got {waiting!r}")
     running: list[float] = []  # the remaining CPU seconds of the jobs running
     clock = 0.0
     while waiting or running:

@@ -133,8 +133,7 @@ def _design(columns: np.ndarray, w: np.ndarray) -> _Design:
     return _Design(wa, gram, np.array(inverse, dtype=np.float64).reshape(len(inverse), m, m))
 
 
-def nnls(columns: np.ndarray, z: np.ndarray, w: np.ndarray,
-         design: _Design | None = None) -> np.ndarray:
+def nnls(columns: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted non-negative least squares ``min sum w (z - A c)**2, c >= 0``, for a batch
     of right-hand sides.
 
@@ -146,14 +145,17 @@ def nnls(columns: np.ndarray, z: np.ndarray, w: np.ndarray,
     Args:
         columns: float64[m, n] the m columns of A (m is small: every support is tried).
         z: float64[B, n] B right-hand sides. w: float64[n] weights (>= 0).
-        design: ``_design(columns, w)``, when several calls share the columns and weights.
 
     Returns:
         float64[B, m] the coefficients (NaN rows where no support has a solution).
     """
-    m = columns.shape[0]
-    z = np.atleast_2d(z)
-    wa, gram, inverse = design if design is not None else _design(columns, w)
+    return _nnls(_design(columns, w), np.atleast_2d(z), w)
+
+
+def _nnls(design: _Design, z: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """:func:`nnls` of a design computed once (``z`` float64[B, n])."""
+    wa, gram, inverse = design
+    m = wa.shape[0]
     rhs = pmath.rowsum(wa[:, None, :] * z[None, :, :])  # [m, B]
     zz = pmath.rowsum(w * z * z)
     coef = np.zeros((inverse.shape[0], z.shape[0], m))  # [support, B, m]
@@ -213,7 +215,7 @@ def fit_inverse_curve(work: np.ndarray, loss: np.ndarray, degree: int = 1,
 
     def fit_at(fracs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         floors = fracs * lowest
-        coef = nnls(columns, 1.0 / (y[None, :] - floors[:, None]), w, design)
+        coef = _nnls(design, 1.0 / (y[None, :] - floors[:, None]), w)
         poly = np.zeros((fracs.size, n))
         for i in range(degree + 1):
             poly = poly * x[None, :] + coef[:, i: i + 1]

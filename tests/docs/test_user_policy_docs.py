@@ -5,9 +5,10 @@ documented Python call."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.side_by_side import run_side_by_side
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "benchmarks.md"
@@ -26,20 +27,14 @@ def test_the_documented_scheduler_runs_in_a_suite(tmp_path):
                if line.startswith("mara-bench default --policies"))
     assert "mysched:EarliestDeadline" in cmd
     # the command and the Python call, side by side (they write different folders)
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks", *cmd.split()[1:],
-                               "--presets", "CoRE-v0", "--seeds", "2", "--workers", "2",
-                               "--out", str(tmp_path / "cli")], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-             subprocess.Popen([sys.executable, "-c", call], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
-    try:
-        (out, out_err), (ran, ran_err) = [proc.communicate(timeout=600) for proc in procs]
-    finally:
-        for proc in procs:
-            proc.kill()
-    assert procs[0].returncode == 0, out_err
-    row = next(line for line in out.splitlines() if "mysched:EarliestDeadline" in line)
+    out, ran = run_side_by_side(
+        {"args": [sys.executable, "-m", "benchmarks", *cmd.split()[1:], "--presets", "CoRE-v0",
+                  "--seeds", "2", "--workers", "2", "--out", str(tmp_path / "cli")],
+         "cwd": tmp_path},
+        {"args": [sys.executable, "-c", call], "cwd": tmp_path})
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if "mysched:EarliestDeadline" in line)
     assert "pts (" in row
-    assert procs[1].returncode == 0, ran_err
-    assert "mysched:EarliestDeadline" in ran
+    assert ran.returncode == 0, ran.stderr
+    assert "mysched:EarliestDeadline" in ran.stdout
     assert (tmp_path / "results" / "mine" / "table.md").exists()

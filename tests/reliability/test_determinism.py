@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from benchmarks import runner, store
 from benchmarks.runner import EpisodeSpec, run_episode_spec
+from tests.side_by_side import run_side_by_side
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,18 +89,12 @@ print(json.dumps(out, sort_keys=True))
 
 def fingerprints_in_subprocesses(*hash_seeds: str) -> list[dict]:
     """The fingerprint in one subprocess per ``PYTHONHASHSEED``, run side by side."""
-    procs = [subprocess.Popen([sys.executable, "-c", FINGERPRINT], cwd=ROOT,
-                              env={**os.environ, "PYTHONHASHSEED": seed},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for seed in hash_seeds]
-    try:
-        outs = [proc.communicate(timeout=300) for proc in procs]
-    finally:
-        for proc in procs:
-            proc.kill()
-    for proc, (_, err) in zip(procs, outs):
-        assert proc.returncode == 0, err[-3000:]
-    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    runs = run_side_by_side(*({"args": [sys.executable, "-c", FINGERPRINT], "cwd": ROOT,
+                               "env": {**os.environ, "PYTHONHASHSEED": seed}}
+                              for seed in hash_seeds), timeout=300)
+    for res in runs:
+        assert res.returncode == 0, res.stderr[-3000:]
+    return [json.loads(res.stdout.strip().splitlines()[-1]) for res in runs]
 
 
 def fingerprint_here() -> dict:

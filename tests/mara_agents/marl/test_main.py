@@ -15,27 +15,22 @@ import torch  # noqa: E402
 
 from mara_agents.marl import PORTABLE_TORCH  # noqa: E402
 from mara_agents.marl.common import load_model  # noqa: E402
+from tests.side_by_side import run_side_by_side  # noqa: E402
 
 
 def train(out, extra_env):
-    """Start the command (one thread), writing ``out``; returns the process."""
+    """The command (one thread) writing ``out``, as arguments of :func:`run_side_by_side`."""
     env = {k: v for k, v in os.environ.items() if k not in PORTABLE_TORCH}
     env.update(OMP_NUM_THREADS="1", **extra_env)
-    return subprocess.Popen([sys.executable, "-m", "mara_agents.marl", "train", "ippo",
-                             "--preset", "CoRE-Small-v0", "--env-steps", "64", "--out",
-                             str(out)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return {"args": [sys.executable, "-m", "mara_agents.marl", "train", "ippo", "--preset",
+                     "CoRE-Small-v0", "--env-steps", "64", "--out", str(out)], "env": env}
 
 
 @pytest.mark.slow
 def test_the_command_trains_on_the_portable_settings(tmp_path):
-    runs = [train(tmp_path / "plain.pt", {}), train(tmp_path / "pinned.pt", PORTABLE_TORCH)]
-    try:  # side by side, one thread each
-        errors = [proc.communicate(timeout=600)[1] for proc in runs]
-    finally:
-        for proc in runs:
-            proc.kill()
-    assert [proc.returncode for proc in runs] == [0, 0], "".join(errors)
+    plain, pinned = run_side_by_side(train(tmp_path / "plain.pt", {}),
+                                     train(tmp_path / "pinned.pt", PORTABLE_TORCH))
+    assert plain.returncode == 0 and pinned.returncode == 0, plain.stderr + pinned.stderr
     a = load_model(tmp_path / "plain.pt", "ippo")["actor_state"]
     b = load_model(tmp_path / "pinned.pt", "ippo")["actor_state"]
     assert all(torch.equal(a[k], b[k]) for k in a)
