@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
+from mara_agents.blas import single_blas_thread
 from mara_agents.forecast.model import FlowForecastNet, solver_times
 
 _HALF = np.float32(0.5)
@@ -102,6 +103,7 @@ class NumpySampler:
         v += self.out_b
         return v
 
+    @single_blas_thread
     def sample(self, features: np.ndarray, x0: np.ndarray, steps: int, solver: str = "euler"
                ) -> np.ndarray:
         """:meth:`FlowForecastNet.sample` in numpy: float32[B, S, H] samples x_1.

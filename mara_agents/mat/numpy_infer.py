@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mara_agents.blas import single_blas_thread
 from mara_agents.mat.model import N_COND
 
 if TYPE_CHECKING:
@@ -163,6 +164,7 @@ class NumpyMAT:
             h = h + ff(h)
         return h, tok, pad
 
+    @single_blas_thread
     def act(self, x: Inputs) -> np.ndarray:
         """Greedy joint actions int64[B, N] (:meth:`MAT.act` with ``deterministic=True``)."""
         glob, nodes, tasks = x.glob.numpy(), x.nodes.numpy(), x.tasks.numpy()
@@ -299,6 +301,7 @@ class NumpyEnsemble:
         """[M, L, m] -> [L, M*m] (member j's columns at j*m .. (j+1)*m - 1)."""
         return np.ascontiguousarray(a.transpose(1, 0, 2).reshape(a.shape[1], -1))
 
+    @single_blas_thread
     def act(self, x: Inputs) -> np.ndarray:
         """Greedy joint actions int64[B, N]."""
         glob, nodes, tasks = x.glob.numpy(), x.nodes.numpy(), x.tasks.numpy()
