@@ -42,18 +42,23 @@ SYNTHETIC_GROUPS = ("supervised", "rl", "vision", "held-out")
 GROUPS = SYNTHETIC_GROUPS + REAL_FAMILIES
 MIXES = ("train", "held-out", "real-held-out")
 """Case sets are drawn from these mixes (groups: families, pooled, families)."""
+ORDER = ("fm", "fm-v1", "wls", "naive", "oracle")
+"""Forecasters in the table's order (checkpoints given with ``--fm-checkpoint`` last)."""
 METRICS = ("n", "median_rel", "mean_rel", "median_abs_log", "coverage", "ratio_vs_wls")
 
 
 def forecasters(include_fm: bool = True, fm_checkpoints: Sequence[str | Path] = ()
                 ) -> dict[str, Any]:
     """The forecasters compared (oracle tables are attached per case set): WLS, the naive
-    anchor, the shipped FM and any FM checkpoints given (named ``fm:<file stem>``)."""
-    from mara_agents.forecast.registry import make_forecaster
+    anchor, the shipped FMs (``fm`` and ``fm-v1``,
+    :data:`~mara_agents.forecast.registry.FM_CHECKPOINTS`) and any FM checkpoints given
+    (named ``fm:<file stem>``)."""
+    from mara_agents.forecast.registry import FM_CHECKPOINTS, make_forecaster
 
     out: dict[str, Any] = {"wls": make_forecaster("wls"), "naive": naive_slope_forecaster()}
     if include_fm:
-        out["fm"] = make_forecaster("fm")  # torch only when needed
+        for name in FM_CHECKPOINTS:  # torch only when needed
+            out[name] = make_forecaster(name)
     for path in fm_checkpoints:
         from mara_agents.forecast.forecaster import FlowMatchingForecaster
 
@@ -156,8 +161,7 @@ def write(result: dict[str, Any], out: Path) -> None:
 
 def format_table(result: dict[str, Any]) -> str:
     names = sorted({r["forecaster"] for r in result["rows"]},
-                   key=lambda n: ["fm", "wls", "naive", "oracle"].index(n)
-                   if n in ("fm", "wls", "naive", "oracle") else 9)
+                   key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
     header = (["group", "prefix"] + [f"{n} med rel" for n in names]
               + [f"{n} med abs log" for n in names]
               + [f"{n} cov" for n in names if n != "oracle"])
@@ -173,7 +177,7 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [markdown_table(header, body, title=(
         f"Remaining-work forecast error (seed {result['seed']}, "
         f"{result['cases_per_set']} cases per mix and prefix)")).rstrip("\n")]
-    for fm in (n for n in names if n.split(":")[0] == "fm"):
+    for fm in (n for n in names if n.startswith("fm")):
         lines += ["", f"{fm} / WLS median relative error: "
                   + ", ".join(f"{g} {p:.0%}: {by[(fm, g, p)]['ratio_vs_wls']:.2f}"
                               for g in GROUPS for p in result["prefixes"]

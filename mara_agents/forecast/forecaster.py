@@ -52,7 +52,8 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent / "weights"
 """Where the shipped checkpoints live."""
 
 DEFAULT_CHECKPOINT = "fm_default"
-"""Name (without ``.pt``) of the checkpoint :meth:`FlowMatchingForecaster.pretrained` loads."""
+"""Name (without ``.pt``) of the checkpoint :meth:`FlowMatchingForecaster.pretrained` loads
+(the shipped ones: :data:`mara_agents.forecast.registry.FM_CHECKPOINTS`)."""
 
 CHECKPOINT_FORMAT = "mara-fm-forecaster/1"
 """Format tag of the checkpoint dict."""

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-FORECASTERS = ("fm", "wls")
-"""``fm``: the shipped flow-matching forecaster; ``wls``: LARA's estimator (the MARA-with-WLS
-ablation)."""
+FM_CHECKPOINTS = {"fm": "fm_default", "fm-v1": "fm_v1"}
+"""The shipped flow-matching forecasters by name, and their checkpoint names in
+``mara_agents/forecast/weights/``: ``fm`` is trained on the synthetic mix alone, ``fm-v1``
+on the synthetic mix and the real banks' train split (a quarter of its cases)."""
+
+FORECASTERS = (*FM_CHECKPOINTS, "wls")
+"""The FM forecasters of :data:`FM_CHECKPOINTS`, and ``wls``: LARA's estimator (the
+MARA-with-WLS ablation)."""
+
+DEFAULT_FORECASTER = "fm"
+"""The forecaster ``mara-train`` trains MARA on unless told otherwise."""
 
 
 def make_forecaster(name: str, fm_steps: int | None = None, fm_samples: int | None = None,
@@ -26,12 +34,13 @@ def make_forecaster(name: str, fm_steps: int | None = None, fm_samples: int | No
     Raises:
         ValueError: an unknown name (the valid ones are listed).
     """
-    if name == "fm":
+    if name in FM_CHECKPOINTS:
         from mara_agents.forecast.forecaster import FlowMatchingForecaster
 
         overrides = {k: v for k, v in (("steps", fm_steps), ("samples", fm_samples))
                      if v is not None}
-        return FlowMatchingForecaster.pretrained(backend=fm_backend, **overrides)
+        return FlowMatchingForecaster.pretrained(FM_CHECKPOINTS[name], backend=fm_backend,
+                                                 **overrides)
     if name == "wls":
         from core_env.forecast import WLSForecaster
 

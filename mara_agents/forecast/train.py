@@ -83,7 +83,8 @@ class TrainConfig:
     """Fraction of the training and validation cases replayed from the real curve banks:
     training cases from the ``real-fit`` mix, validation (and calibration) cases from the
     ``real-calibration`` mix, curves the network never sees (both are parts of the banks'
-    train split; the held-out split is for evaluation only). 0: synthetic only."""
+    train split; the held-out split is for evaluation only). 0: synthetic only (the shipped
+    ``fm_default``); ``fm_v1`` was trained with 0.25."""
     batch_size: int = 512
     """Cases per minibatch."""
     steps: int = 40_000

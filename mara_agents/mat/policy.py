@@ -50,8 +50,8 @@ def checkpoint_paths(checkpoint: Checkpoints) -> list[Path]:
 
 
 def checkpoint_forecaster(checkpoint: Checkpoints = None) -> tuple[str, int, int]:
-    """The forecaster (``"fm"`` or ``"wls"``) a checkpoint was trained with, and the FM
-    sampler's ODE steps and samples.
+    """The forecaster (a name of :data:`~mara_agents.forecast.registry.FORECASTERS`) a
+    checkpoint was trained with, and the FM sampler's ODE steps and samples.
 
     Raises:
         ValueError: ensemble members trained on different forecast columns (names them).
@@ -79,7 +79,7 @@ def mara_env(env: Any, checkpoint: Checkpoints = None, fm_steps: int | None = No
         ValueError: ``fm_steps`` for a wrapped env or a checkpoint without FM columns.
     """
     from core_env.forecast import LossForecastWrapper, forecast_wrapper
-    from mara_agents.forecast.registry import make_forecaster
+    from mara_agents.forecast.registry import FM_CHECKPOINTS, make_forecaster
 
     if forecast_wrapper(env) is not None:
         if fm_steps is not None:
@@ -87,7 +87,7 @@ def mara_env(env: Any, checkpoint: Checkpoints = None, fm_steps: int | None = No
                              "pass a plain env, or set the steps on your forecaster")
         return env
     name, steps, samples = checkpoint_forecaster(checkpoint)
-    if fm_steps is not None and name != "fm":
+    if fm_steps is not None and name not in FM_CHECKPOINTS:
         raise ValueError(f"fm_steps: this checkpoint reads {name} forecasts, which have no "
                          f"ODE steps")
     forecaster = make_forecaster(name, fm_steps=steps if fm_steps is None else fm_steps,

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import core_env
-from mara_agents.forecast.registry import FORECASTERS
+from mara_agents.forecast.registry import DEFAULT_FORECASTER, FORECASTERS
 from mara_agents.mat.model import MATConfig
 from mara_agents.train.cli import check_ints
 
@@ -64,9 +64,10 @@ class PPOConfig:
     """Shaping weight beta of the reward: 0 (the default) trains on the completion count
     alone; 1 is SPEC §3's log-progress shaping, which trained slower and idled nodes
     (docs/experiments.md)."""
-    forecaster: str = "fm"
-    """Forecast columns: ``fm`` (the shipped flow-matching forecaster) or ``wls`` (LARA's
-    estimator; the ``MARA with WLS`` ablation)."""
+    forecaster: str = DEFAULT_FORECASTER
+    """Forecast columns: ``fm`` (the shipped flow-matching forecaster, trained on synthetic
+    curves), ``fm-v1`` (the same trained on real curves too) or ``wls`` (LARA's estimator;
+    the ``MARA with WLS`` ablation)."""
     fm_steps: int = 10
     """ODE (Euler) steps of the FM sampler behind the columns (the FM checkpoint's own
     setting is 10). Stored in the checkpoint; MARA forecasts with it at inference too."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,18 +173,54 @@ def test_bad_checkpoints_are_rejected(tmp_path):
         FlowMatchingForecaster.load(tmp_path / "missing.pt")
 
 
-def test_pretrained_checkpoint(cases):
-    path = CHECKPOINT_DIR / "fm_default.pt"
+@pytest.mark.parametrize("name", ["fm_v1", "fm_default"])
+def test_pretrained_checkpoint(cases, name):
+    path = CHECKPOINT_DIR / f"{name}.pt"
     assert path.stat().st_size <= 5 * 1024 * 1024
     ckpt = torch.load(path, map_location="cpu", weights_only=True)  # plain data only
     assert ckpt["format"] == "mara-fm-forecaster/1"
-    assert json.loads((CHECKPOINT_DIR / "fm_default.json").read_text())["sampler_config"] \
+    assert json.loads((CHECKPOINT_DIR / f"{name}.json").read_text())["sampler_config"] \
         == json.loads(ckpt["sampler_config"])
-    fm = FlowMatchingForecaster.pretrained()
+    fm = FlowMatchingForecaster.pretrained(name)
     n = cases.batch.size
     rw = fm.predict_batch(cases.batch, cases.log_targets, np.full(n, 1e9)).check(n)
     ok = np.isfinite(cases.remaining) & (cases.remaining > 0)
     assert rw.q50[ok].min() > 0
+
+
+def test_fm_v1_is_what_the_train_command_builds_with_real_curves():
+    """``fm_v1.json`` records mara-train-forecaster's defaults but for the real weight and
+    the output file (``--real-weight 0.25 --out .../fm_v1.pt``)."""
+    from dataclasses import asdict
+
+    from mara_agents.forecast.train import TrainConfig
+
+    want = json.loads(json.dumps(asdict(TrainConfig(
+        real_weight=0.25, out=str(Path("mara_agents/forecast/weights/fm_v1.pt"))))))
+    v1 = json.loads((CHECKPOINT_DIR / "fm_v1.json").read_text())["train_config"]
+    mine = ("sampler", "progress")  # the fitted spread; a progress bar
+    assert {k: v for k, v in v1.items() if k not in mine} \
+        == {k: v for k, v in want.items() if k not in mine}
+    v0 = json.loads((CHECKPOINT_DIR / "fm_default.json").read_text())["train_config"]
+    assert v0.get("real_weight", 0.0) == TrainConfig().real_weight == 0  # recorded before
+    # the field existed
+
+
+def test_forecasters_by_name_keep_their_checkpoints():
+    """A MARA checkpoint names its forecaster: ``fm`` and ``fm-v1`` are two different
+    networks, so a checkpoint trained on one never reads the other's columns."""
+    from mara_agents.forecast.registry import DEFAULT_FORECASTER, FM_CHECKPOINTS, make_forecaster
+
+    assert DEFAULT_FORECASTER in FM_CHECKPOINTS
+    nets = {name: make_forecaster(name).net for name in FM_CHECKPOINTS}
+    for name, net in nets.items():
+        want = FlowMatchingForecaster.pretrained(FM_CHECKPOINTS[name]).net
+        assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(),
+                                                     want.state_dict().values()))
+    a, b = (list(n.state_dict().values()) for n in nets.values())
+    assert not all(torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="fm-v1"):
+        make_forecaster("fm-v2")
 
 
 @pytest.mark.parametrize("solver", ["euler", "midpoint"])
