@@ -65,6 +65,15 @@ MIN_TAIL_SLOPE = 1e-3
 """A censored sample is extrapolated only if its tail slope (ln loss per ln work) is below
 minus this."""
 
+try:
+    from mara_agents.forecast._crossing_numba import crossing_offsets_compiled as _compiled
+except ImportError:  # numba not installed: the numpy version
+    _compiled = None
+
+CROSSING = "numba" if _compiled is not None else "numpy"
+"""The :func:`crossing_offsets` in use: ``"numba"`` (compiled, when numba is installed; the
+same bits) or ``"numpy"`` (:func:`crossing_offsets_numpy`, the reference)."""
+
 
 @dataclass(frozen=True)
 class SamplerConfig:
@@ -119,9 +128,21 @@ def crossing_offsets(x: np.ndarray, level: np.ndarray, offsets: np.ndarray,
         tail is not decreasing (never within sight).
     """
     x = np.asarray(x, dtype=np.float64)
-    m, s, h = x.shape
+    offsets = np.asarray(offsets, dtype=np.float64)
+    h = x.shape[2]
     if not 1 <= tail_points < h:
         raise ValueError(f"tail_points: expected an integer in [1, {h - 1}], got {tail_points}")
+    if _compiled is None:
+        return crossing_offsets_numpy(x, level, offsets, tail_points)
+    return _compiled(np.ascontiguousarray(x), np.ascontiguousarray(level, dtype=np.float64),
+                     np.ascontiguousarray(offsets), int(tail_points), MIN_TAIL_SLOPE)
+
+
+def crossing_offsets_numpy(x: np.ndarray, level: np.ndarray, offsets: np.ndarray,
+                           tail_points: int) -> np.ndarray:
+    """:func:`crossing_offsets` in numpy (the reference of the compiled kernel, and what
+    runs without numba)."""
+    x = np.asarray(x, dtype=np.float64)
     lev = np.asarray(level, dtype=np.float64)[:, None]  # [m, 1]
     below = x <= lev[..., None]
     found = below.any(axis=2)

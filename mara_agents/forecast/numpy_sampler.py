@@ -12,6 +12,10 @@ seen, which do not depend on the inputs. SiLU is written ``u + u tanh(u)`` with
 weights and biases that feed a SiLU (exact in floating point), so each layer computes
 ``u`` directly.
 
+With numba installed (the ``fast`` extra) the elementwise passes around the matrix products
+(biases, SiLU's product and sum, the Euler update) run as compiled loops with the same
+float32 operations (:mod:`mara_agents.forecast._sampler_numba`; ``KERNELS`` says which).
+
 The snapshot copies the weights: build a new one after the network changes (FM training's
 validation forecaster keeps the torch path for that reason).
 """
@@ -25,6 +29,14 @@ from mara_agents.blas import single_blas_thread
 from mara_agents.forecast.model import FlowForecastNet, solver_times
 
 _HALF = np.float32(0.5)
+
+try:
+    from mara_agents.forecast import _sampler_numba as _kernels
+except ImportError:  # numba not installed: numpy's passes
+    _kernels = None
+
+KERNELS = "numba" if _kernels is not None else "numpy"
+"""The elementwise passes in use: ``"numba"`` (compiled, the same bits) or ``"numpy"``."""
 
 
 def _silu_half(u: np.ndarray) -> np.ndarray:
@@ -65,7 +77,7 @@ class NumpySampler:
 
     def context_bias(self, features: np.ndarray) -> np.ndarray:
         """Half of :meth:`FlowForecastNet.context_bias` of the encoding: float32[B, layers,
-        hidden]."""
+        hidden] (C-contiguous)."""
         a = np.asarray(features, dtype=np.float32)
         for wi, bi in self.encoder:
             a = a @ wi
@@ -90,18 +102,30 @@ class NumpySampler:
         return self._time_bias[key]
 
     def velocity(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """float32[B, S, H] velocities at x float32[B, S, H] given half the biases [B, 1,
-        layers, hidden]."""
-        a = x @ self.x_in
-        a += bias[:, :, 0]
-        _silu_half(a)
-        for k, wk in enumerate(self.hidden_w, start=1):
-            a = a @ wk
-            a += bias[:, :, k]
-            _silu_half(a)
-        v = a @ self.out_w
+        """float32[B, S, H] velocities at x float32[B, S, H] given half the biases float32[B,
+        layers, hidden] (C-contiguous)."""
+        v = self._out_product(x, bias)
         v += self.out_b
         return v
+
+    def _out_product(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """:meth:`velocity` before the output layer's bias."""
+        a = x @ self.x_in
+        self._bias_silu(a, bias, 0)
+        for k, wk in enumerate(self.hidden_w, start=1):
+            a = a @ wk
+            self._bias_silu(a, bias, k)
+        return a @ self.out_w
+
+    @staticmethod
+    def _bias_silu(a: np.ndarray, bias: np.ndarray, layer: int) -> None:
+        """``a = silu(2 (a + bias[:, layer]))`` in place, the bias broadcast over samples."""
+        if _kernels is None:
+            a += bias[:, None, layer]
+            _silu_half(a)
+        else:
+            _kernels.add_bias(a, bias, layer)
+            _kernels.silu_from_tanh(a, np.tanh(a))
 
     @single_blas_thread
     def sample(self, features: np.ndarray, x0: np.ndarray, steps: int, solver: str = "euler"
@@ -115,10 +139,13 @@ class NumpySampler:
             solver: ``"euler"`` or ``"midpoint"``.
         """
         tb = self.time_bias(steps, solver)
-        ctx = self.context_bias(features)[:, None]  # [B, 1, layers, hidden]
+        ctx = self.context_bias(features)  # [B, layers, hidden]
         dt = np.float32(1.0 / steps)
         x = np.array(x0, dtype=np.float32)
         for i in range(steps):
+            if solver == "euler" and _kernels is not None:  # x += (v + out_b) * dt, fused
+                _kernels.euler_step(x, self._out_product(x, ctx + tb[i]), self.out_b, dt)
+                continue
             if solver == "euler":
                 v = self.velocity(x, ctx + tb[i])
             else:

@@ -14,7 +14,7 @@ from core_env.forecast import REMAINING_CAP, CurveHistory, Forecaster
 from core_env.forecast.cases import make_cases
 from mara_agents.forecast import (CHECKPOINT_DIR, FlowForecastNet, FlowMatchingForecaster,
                                   ModelConfig, SamplerConfig, crossing_offsets)
-from mara_agents.forecast.forecaster import sorted_quantiles, widen
+from mara_agents.forecast.forecaster import crossing_offsets_numpy, sorted_quantiles, widen
 
 SMALL = ModelConfig(history_len=4, horizon=8, enc_hidden=16, ctx_dim=8, hidden=16)
 
@@ -99,9 +99,59 @@ def test_crossing_offsets_by_hand():
                   [[-0.5, -1.0, -1.5, -2.0]],
                   [[-0.6, -0.8, -0.9, -1.0]],
                   [[-0.3, -0.5, -0.5, -0.5]]])
-    d = crossing_offsets(x, np.array([-1.25, -0.2, -1.5, -1.0]), offsets, tail_points=2)
-    np.testing.assert_allclose(d[:3, 0], [2.5, 0.4, 9.0])
-    assert d[3, 0] == np.inf
+    for fn in (crossing_offsets, crossing_offsets_numpy):
+        d = fn(x, np.array([-1.25, -0.2, -1.5, -1.0]), offsets, tail_points=2)
+        np.testing.assert_allclose(d[:3, 0], [2.5, 0.4, 9.0])
+        assert d[3, 0] == np.inf
+
+
+@pytest.mark.parametrize("solver", ["euler", "midpoint"])
+def test_compiled_sampler_passes_are_numpys_bit_for_bit(monkeypatch, solver):
+    """With numba, the numpy sampler's elementwise passes run compiled: the same samples, bit
+    for bit, as numpy's passes, on the shipped network for 1 to 40 tasks."""
+    pytest.importorskip("numba")
+    from mara_agents.forecast import numpy_sampler
+
+    assert numpy_sampler.KERNELS == "numba"
+    sampler = FlowMatchingForecaster.pretrained(backend="numpy")._numpy
+    rng = np.random.default_rng(5)
+    for m in (1, 3, 40):
+        feats = rng.standard_normal((m, sampler.encoder[0][0].shape[0])).astype(np.float32)
+        x0 = rng.standard_normal((m, 32, 32)).astype(np.float32)
+        compiled = sampler.sample(feats, x0, 10, solver)
+        with monkeypatch.context() as mp:
+            mp.setattr(numpy_sampler, "_kernels", None)
+            reference = sampler.sample(feats, x0, 10, solver)
+        assert np.array_equal(compiled.view(np.int32), reference.view(np.int32))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_crossings_are_numpys_bit_for_bit(seed):
+    """The compiled kernel (with numba) gives the numpy reference's bits: random walks that
+    cross at the first point, inside, exactly on a grid value, or never (tails decreasing,
+    flat or rising), and the shipped FM's own samples."""
+    pytest.importorskip("numba")
+    from mara_agents.forecast import forecaster
+
+    assert forecaster.CROSSING == "numba"
+    rng = np.random.default_rng(seed)
+    offsets = ModelConfig().offsets
+    x = np.cumsum(rng.normal(-0.04, 0.08, size=(50, 32, offsets.size)), axis=2)
+    x[:5, :, 3:] = x[:5, :, 3:4]  # flat tails
+    x[5:10] = -x[5:10]  # rising walks
+    level = -rng.uniform(0.0, 1.5, 50)
+    level[10:15] = x[10:15, 0, 7]  # exactly on a grid value of the first sample
+    for tail in (1, 8, offsets.size - 1):
+        want = forecaster.crossing_offsets_numpy(x, level, offsets, tail)
+        got = forecaster.crossing_offsets(x, level, offsets, tail)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert np.isinf(want).any() and (np.isfinite(want) & (want > offsets[-1])).any()
+    fm = FlowMatchingForecaster.pretrained()
+    batch = make_cases(np.random.default_rng(seed), "train", 40, 0.2).batch
+    samples = fm.sample_trajectories(batch, np.full(40, -0.9), np.arange(40))
+    lev = -0.9 - batch.last()[1]
+    assert np.array_equal(forecaster.crossing_offsets(samples, lev, offsets, 8),
+                          forecaster.crossing_offsets_numpy(samples, lev, offsets, 8))
 
 
 def test_widen():
