@@ -1,4 +1,4 @@
-"""The first crossing of each sampled trajectory (:func:`~mara_agents.forecast.forecaster.
+"""The first crossing of each sampled trajectory (:func:`~mara_agents.forecast.crossing.
 crossing_offsets`), compiled (used when numba, the ``fast`` extra, is installed).
 
 The numpy version makes about twenty passes over float[m, S, H] arrays (comparisons,
@@ -22,7 +22,7 @@ from numba import njit
 def crossing_offsets_compiled(x, level, offsets, tail_points,
                               min_tail_slope):  # pragma: no cover - compiled
     """float64[m, S] offsets d* of float64[m, S, H] trajectories ``x`` (see
-    :func:`~mara_agents.forecast.forecaster.crossing_offsets`; arguments already checked)."""
+    :func:`~mara_agents.forecast.crossing.crossing_offsets`; arguments already checked)."""
     m, s, h = x.shape
     out = np.empty((m, s))
     span = offsets[h - 1] - offsets[h - 1 - tail_points]

@@ -11,7 +11,7 @@ For every task that has been observed and has not yet reached its target:
    crossing of the level ``ln eps - ln y_now``, linearly interpolated between grid points;
 4. **censored samples** (no crossing within the horizon ``d_H``): if the sample's log-log
    slope over its last ``tail_points`` grid intervals is decreasing (below
-   ``-MIN_TAIL_SLOPE``), the crossing is extrapolated along that slope,
+   ``-MIN_TAIL_SLOPE`` of :mod:`.crossing`), the crossing is extrapolated along that slope,
    ``d* = d_H + (level - x_H) / slope``; otherwise the sample is "not within sight" and its
    remaining work is :data:`~core_env.forecast.REMAINING_CAP`;
 5. calibration (:func:`widen`): the spread of ``ln remaining`` around the task's median
@@ -45,6 +45,7 @@ import torch
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
 from mara_agents import checkpoints
+from mara_agents.forecast.crossing import crossing_offsets
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
 from mara_agents.forecast.numpy_sampler import NumpySampler
 
@@ -60,20 +61,6 @@ CHECKPOINT_FORMAT = "mara-fm-forecaster/1"
 
 BACKENDS = ("torch", "numpy")
 """How :class:`FlowMatchingForecaster` integrates the ODE (see its ``backend``)."""
-
-MIN_TAIL_SLOPE = 1e-3
-"""A censored sample is extrapolated only if its tail slope (ln loss per ln work) is below
-minus this."""
-
-try:
-    from mara_agents.forecast._crossing_numba import crossing_offsets_compiled as _compiled
-except ImportError:  # numba not installed: the numpy version
-    _compiled = None
-
-CROSSING = "numba" if _compiled is not None else "numpy"
-"""The :func:`crossing_offsets` in use: ``"numba"`` (compiled, when numba is installed; the
-same bits) or ``"numpy"`` (:func:`crossing_offsets_numpy`, the reference)."""
-
 
 @dataclass(frozen=True)
 class SamplerConfig:
@@ -110,55 +97,6 @@ class SamplerConfig:
             got = sorted(d) if isinstance(d, dict) else type(d).__name__
             raise ValueError(f"sampler config: expected fields {sorted(names)}, got {got}")
         return cls(**d)
-
-
-def crossing_offsets(x: np.ndarray, level: np.ndarray, offsets: np.ndarray,
-                     tail_points: int) -> np.ndarray:
-    """Log-work offset at which each sampled trajectory first reaches its level.
-
-    Args:
-        x: float[m, S, H] trajectories ln l(s_now e^{d_j}) - ln y_now (not normalised).
-        level: float[m] ln eps - ln y_now (< 0: the target is not reached yet).
-        offsets: float[H] increasing offsets d_1..d_H (> 0); d_0 = 0 with x_0 = 0.
-        tail_points: grid intervals used for the tail slope of censored samples (< H).
-
-    Returns:
-        float64[m, S] offsets d* > 0: interpolated first crossing inside the horizon,
-        extrapolated along a decreasing tail slope beyond it, ``inf`` when the sample's
-        tail is not decreasing (never within sight).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    offsets = np.asarray(offsets, dtype=np.float64)
-    h = x.shape[2]
-    if not 1 <= tail_points < h:
-        raise ValueError(f"tail_points: expected an integer in [1, {h - 1}], got {tail_points}")
-    if _compiled is None:
-        return crossing_offsets_numpy(x, level, offsets, tail_points)
-    return _compiled(np.ascontiguousarray(x), np.ascontiguousarray(level, dtype=np.float64),
-                     np.ascontiguousarray(offsets), int(tail_points), MIN_TAIL_SLOPE)
-
-
-def crossing_offsets_numpy(x: np.ndarray, level: np.ndarray, offsets: np.ndarray,
-                           tail_points: int) -> np.ndarray:
-    """:func:`crossing_offsets` in numpy (the reference of the compiled kernel, and what
-    runs without numba)."""
-    x = np.asarray(x, dtype=np.float64)
-    lev = np.asarray(level, dtype=np.float64)[:, None]  # [m, 1]
-    below = x <= lev[..., None]
-    found = below.any(axis=2)
-    j = below.argmax(axis=2)  # first grid index at or below the level
-    x_j = np.take_along_axis(x, j[..., None], axis=2)[..., 0]
-    x_prev = np.where(j > 0, np.take_along_axis(x, np.maximum(j - 1, 0)[..., None],
-                                                axis=2)[..., 0], 0.0)
-    d_j = offsets[j]
-    d_prev = np.where(j > 0, offsets[np.maximum(j - 1, 0)], 0.0)
-    denom = np.where(x_prev - x_j > 0, x_prev - x_j, 1.0)
-    frac = np.clip((x_prev - lev) / denom, 0.0, 1.0)
-    inside = d_prev + frac * (d_j - d_prev)
-    slope = (x[..., -1] - x[..., -1 - tail_points]) / (offsets[-1] - offsets[-1 - tail_points])
-    decreasing = slope < -MIN_TAIL_SLOPE
-    beyond = offsets[-1] + (lev - x[..., -1]) / np.where(decreasing, slope, -1.0)
-    return np.where(found, inside, np.where(decreasing, beyond, np.inf))
 
 
 class FlowMatchingForecaster(BaseForecaster):

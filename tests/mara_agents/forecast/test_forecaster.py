@@ -14,7 +14,8 @@ from core_env.forecast import REMAINING_CAP, CurveHistory, Forecaster
 from core_env.forecast.cases import make_cases
 from mara_agents.forecast import (CHECKPOINT_DIR, FlowForecastNet, FlowMatchingForecaster,
                                   ModelConfig, SamplerConfig, crossing_offsets)
-from mara_agents.forecast.forecaster import crossing_offsets_numpy, sorted_quantiles, widen
+from mara_agents.forecast.crossing import crossing_offsets_numpy
+from mara_agents.forecast.forecaster import sorted_quantiles, widen
 
 SMALL = ModelConfig(history_len=4, horizon=8, enc_hidden=16, ctx_dim=8, hidden=16)
 
@@ -131,9 +132,9 @@ def test_compiled_crossings_are_numpys_bit_for_bit(seed):
     cross at the first point, inside, exactly on a grid value, or never (tails decreasing,
     flat or rising), and the shipped FM's own samples."""
     pytest.importorskip("numba")
-    from mara_agents.forecast import forecaster
+    from mara_agents.forecast import crossing
 
-    assert forecaster.CROSSING == "numba"
+    assert crossing.CROSSING == "numba"
     rng = np.random.default_rng(seed)
     offsets = ModelConfig().offsets
     x = np.cumsum(rng.normal(-0.04, 0.08, size=(50, 32, offsets.size)), axis=2)
@@ -142,16 +143,16 @@ def test_compiled_crossings_are_numpys_bit_for_bit(seed):
     level = -rng.uniform(0.0, 1.5, 50)
     level[10:15] = x[10:15, 0, 7]  # exactly on a grid value of the first sample
     for tail in (1, 8, offsets.size - 1):
-        want = forecaster.crossing_offsets_numpy(x, level, offsets, tail)
-        got = forecaster.crossing_offsets(x, level, offsets, tail)
+        want = crossing.crossing_offsets_numpy(x, level, offsets, tail)
+        got = crossing.crossing_offsets(x, level, offsets, tail)
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
     assert np.isinf(want).any() and (np.isfinite(want) & (want > offsets[-1])).any()
     fm = FlowMatchingForecaster.pretrained()
     batch = make_cases(np.random.default_rng(seed), "train", 40, 0.2).batch
     samples = fm.sample_trajectories(batch, np.full(40, -0.9), np.arange(40))
     lev = -0.9 - batch.last()[1]
-    assert np.array_equal(forecaster.crossing_offsets(samples, lev, offsets, 8),
-                          forecaster.crossing_offsets_numpy(samples, lev, offsets, 8))
+    assert np.array_equal(crossing.crossing_offsets(samples, lev, offsets, 8),
+                          crossing.crossing_offsets_numpy(samples, lev, offsets, 8))
 
 
 def test_widen():
