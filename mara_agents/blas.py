@@ -6,8 +6,9 @@ busy (the training jobs a scheduler shares its machine with, the other episodes 
 benchmark) each product waits for a core: on a 2-core machine with one other busy process, a
 ``CoRE-64-v0`` MARA episode took 3.0 s with OpenBLAS's two threads and 1.2 s with one, for
 the same actions. :func:`one_blas_thread` limits BLAS to one thread for the duration of a
-call (threadpoolctl; the previous setting is restored afterwards). Each output element's
-dot product is computed by one thread either way, so the results do not change.
+call (threadpoolctl; the previous setting is restored afterwards). The results agree to
+float32 rounding, not bit for bit: OpenBLAS's threaded products can round differently from
+its one-thread ones (its Haswell kernels do).
 """
 
 from __future__ import annotations

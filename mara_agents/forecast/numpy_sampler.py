@@ -10,11 +10,13 @@ equal to float32 rounding) and keeps the time biases of each ``(steps, solver)``
 seen, which do not depend on the inputs. SiLU is written ``u + u tanh(u)`` with
 ``u = x / 2``, which equals ``x sigmoid(x)`` and cannot overflow; the snapshot halves the
 weights and biases that feed a SiLU (exact in floating point), so each layer computes
-``u`` directly.
+``u`` directly. ``tanh`` is a rational function of float32 operations
+(:func:`~mara_agents.forecast._tanh.tanh_rational`, within 4e-7 of the exact one), not
+numpy's CPU-dependent kernel.
 
 With numba installed (the ``fast`` extra) the elementwise passes around the matrix products
-(biases, SiLU's product and sum, the Euler update) run as compiled loops with the same
-float32 operations (:mod:`mara_agents.forecast._sampler_numba`; ``KERNELS`` says which).
+(biases, SiLU, the Euler update) run as compiled, vectorised loops with the same float32
+operations (:mod:`mara_agents.forecast._sampler_numba`; ``KERNELS`` says which).
 
 The snapshot copies the weights: build a new one after the network changes (FM training's
 validation forecaster keeps the torch path for that reason).
@@ -26,6 +28,7 @@ import numpy as np
 from torch import nn
 
 from mara_agents.blas import single_blas_thread
+from mara_agents.forecast._tanh import tanh_rational
 from mara_agents.forecast.model import FlowForecastNet, solver_times
 
 _HALF = np.float32(0.5)
@@ -40,8 +43,11 @@ KERNELS = "numba" if _kernels is not None else "numpy"
 
 
 def _silu_half(u: np.ndarray) -> np.ndarray:
-    """``silu(2 u)``, in place on a float32 array (returns it)."""
-    t = np.tanh(u)
+    """``silu(2 u)``, in place on a C-contiguous float32 array (returns it)."""
+    if _kernels is not None and u.flags.c_contiguous:
+        _kernels.silu_half(u.reshape(-1))  # a view
+        return u
+    t = tanh_rational(u)
     t *= u
     u += t
     return u
@@ -73,6 +79,10 @@ class NumpySampler:
         self.x_in = w(net.x_in) * _HALF
         self.hidden_w = [w(m) * _HALF for m in net.hidden_layers]
         self.out_w, self.out_b = w(net.out), b(net.out)
+        # the Euler solver's shortcut (see _euler): the output layer followed by the input
+        # layer, as one product, computed in float64 and rounded once
+        self.out_in = (self.out_w.astype(np.float64) @ self.x_in).astype(np.float32)
+        self.out_in_b = (self.out_b.astype(np.float64) @ self.x_in).astype(np.float32)
         self._time_bias: dict[tuple[int, str], np.ndarray] = {}
 
     def context_bias(self, features: np.ndarray) -> np.ndarray:
@@ -108,24 +118,57 @@ class NumpySampler:
         v += self.out_b
         return v
 
+    def _hidden(self, y: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """The last hidden layer's activations (a new array) given the first layer's
+        product ``y = x @ x_in``."""
+        a = np.empty_like(y)
+        self._bias_silu(y, bias, 0, a)
+        for k, wk in enumerate(self.hidden_w, start=1):
+            # into another array: LLVM vectorises the kernel only when out is not its input
+            self._bias_silu(a @ wk, bias, k, a)
+        return a
+
     def _out_product(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
         """:meth:`velocity` before the output layer's bias."""
-        a = x @ self.x_in
-        self._bias_silu(a, bias, 0)
-        for k, wk in enumerate(self.hidden_w, start=1):
-            a = a @ wk
-            self._bias_silu(a, bias, k)
-        return a @ self.out_w
+        return self._hidden(x @ self.x_in, bias) @ self.out_w
 
     @staticmethod
-    def _bias_silu(a: np.ndarray, bias: np.ndarray, layer: int) -> None:
-        """``a = silu(2 (a + bias[:, layer]))`` in place, the bias broadcast over samples."""
+    def _bias_silu(a: np.ndarray, bias: np.ndarray, layer: int, out: np.ndarray) -> None:
+        """``out = silu(2 (a + bias[:, layer]))``, the bias broadcast over samples."""
         if _kernels is None:
-            a += bias[:, None, layer]
-            _silu_half(a)
+            np.add(a, bias[:, None, layer], out=out)
+            _silu_half(out)
         else:
-            _kernels.add_bias(a, bias, layer)
-            _kernels.silu_from_tanh(a, np.tanh(a))
+            _kernels.bias_silu(a, bias, layer, out)
+
+    @staticmethod
+    def _euler_step(x: np.ndarray, v: np.ndarray, bias: np.ndarray, dt: np.float32) -> None:
+        """``x += (v + bias) * dt`` in place (``v`` is overwritten)."""
+        if _kernels is None:
+            v += bias
+            v *= dt
+            x += v
+        else:
+            _kernels.euler_step(x, v, bias, dt)
+
+    def _euler(self, ctx: np.ndarray, tb: np.ndarray, x0: np.ndarray, steps: int
+               ) -> np.ndarray:
+        """The Euler solver, through the input layer's product ``y = x @ x_in`` instead of
+        ``x``: the velocity is affine in the last activations ``a`` (``a @ out_w + out_b``),
+        so ``y`` steps by ``(a @ (out_w @ x_in) + out_b @ x_in) dt`` (one product instead of
+        the output layer's and the next input layer's), and ``x_1 = x_0 + (sum_i a_i @ out_w
+        + steps out_b) dt``. The same ODE solution; the rounding differs from stepping x."""
+        dt = np.float32(1.0 / steps)
+        y = x0 @ self.x_in
+        total = np.zeros_like(y)
+        for i in range(steps):
+            a = self._hidden(y, ctx + tb[i])
+            total += a
+            if i + 1 < steps:
+                self._euler_step(y, a @ self.out_in, self.out_in_b, dt)
+        x = np.array(x0, dtype=np.float32)
+        self._euler_step(x, total @ self.out_w, np.float32(steps) * self.out_b, dt)
+        return x
 
     @single_blas_thread
     def sample(self, features: np.ndarray, x0: np.ndarray, steps: int, solver: str = "euler"
@@ -140,17 +183,14 @@ class NumpySampler:
         """
         tb = self.time_bias(steps, solver)
         ctx = self.context_bias(features)  # [B, layers, hidden]
+        x0 = np.asarray(x0, dtype=np.float32)
+        if solver == "euler":
+            return self._euler(ctx, tb, x0, steps)
         dt = np.float32(1.0 / steps)
         x = np.array(x0, dtype=np.float32)
-        for i in range(steps):
-            if solver == "euler" and _kernels is not None:  # x += (v + out_b) * dt, fused
-                _kernels.euler_step(x, self._out_product(x, ctx + tb[i]), self.out_b, dt)
-                continue
-            if solver == "euler":
-                v = self.velocity(x, ctx + tb[i])
-            else:
-                k1 = self.velocity(x, ctx + tb[2 * i])
-                v = self.velocity(x + (np.float32(0.5) * dt) * k1, ctx + tb[2 * i + 1])
+        for i in range(steps):  # midpoint
+            k1 = self.velocity(x, ctx + tb[2 * i])
+            v = self.velocity(x + (np.float32(0.5) * dt) * k1, ctx + tb[2 * i + 1])
             v *= dt
             x += v
         return x

@@ -1,5 +1,6 @@
 """MARA's numpy inference runs BLAS on one thread, restores the setting, and computes what it
-computes with BLAS on several threads."""
+computes with BLAS on several threads (to float32 rounding: OpenBLAS's threaded products can
+round differently, e.g. its Haswell kernels)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def test_one_thread_inside_and_the_setting_restored_after():
 
 
 def test_inference_equals_multithreaded_blas():
-    """The FM sampler and the MAT give the same arrays bit for bit with BLAS on two threads
-    (the undecorated methods) as on one."""
+    """The FM sampler gives the same samples to float32 rounding, and the MAT the same
+    actions, with BLAS on two threads (the undecorated methods) as on one."""
     from mara_agents.forecast.forecaster import FlowMatchingForecaster
     from mara_agents.forecast.numpy_sampler import NumpySampler
 
@@ -44,7 +45,8 @@ def test_inference_equals_multithreaded_blas():
     one = sampler.sample(feats, x0, 10)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         two = NumpySampler.sample.__wrapped__(sampler, feats, x0, 10)
-    assert np.array_equal(one, two)
+    scale = np.abs(one).max()
+    assert scale > 1.0 and np.abs(one - two).max() <= 1e-5 * scale
 
     import core_env
     from mara_agents.mat.inputs import split_observations
