@@ -47,10 +47,17 @@ DECODER = "numba" if _compiled_decode is not None else "numpy"
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-5
                 ) -> np.ndarray:
-    mu = x.mean(-1, keepdims=True)
+    """``nn.LayerNorm`` over the last axis: ``x.mean`` written as its sum divided by the
+    count (numpy's own arithmetic, without its per-call bookkeeping), in-place otherwise."""
+    n = np.float32(x.shape[-1])
+    mu = np.add.reduce(x, -1, keepdims=True) / n
     xc = x - mu
-    var = (xc * xc).mean(-1, keepdims=True)
-    return xc / np.sqrt(var + np.float32(eps)) * w + b
+    var = np.add.reduce(xc * xc, -1, keepdims=True) / n
+    var += np.float32(eps)
+    out = xc / np.sqrt(var)
+    out *= w
+    out += b
+    return out
 
 
 class _Attention:
@@ -76,8 +83,8 @@ class _Attention:
         k = (kv_in @ self.wk + self.bk).reshape(b, lk, h, hd).transpose(0, 2, 3, 1)
         v = (kv_in @ self.wv + self.bv).reshape(b, lk, h, hd).transpose(0, 2, 1, 3)
         s = q @ k  # [b, h, lq, lk]
-        if pad is not None:
-            s = np.where(pad[:, None, None, :], np.float32(-np.inf), s)
+        if pad is not None:  # + -inf at padded keys, + 0 elsewhere (exact)
+            s += np.where(pad, np.float32(-np.inf), np.float32(0.0))[:, None, None, :]
         s = np.exp(s - s.max(-1, keepdims=True))
         s /= s.sum(-1, keepdims=True)
         out = (s @ v).transpose(0, 2, 1, 3).reshape(b, lq, d)
