@@ -34,14 +34,11 @@ from mara_agents.mat.model import MAT, Inputs
 from mara_agents.train.rollout import Rollout
 
 
-def oracle_columns(sim: BatchState) -> np.ndarray:
-    """float32[B, K, 5] forecast columns of the true remaining work (what
-    ``LossForecastWrapper(env, OracleForecaster.for_env(env))`` gives), for every
-    environment of a batch."""
+def true_remaining(sim: BatchState) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(env, slot, remaining, achievable)`` of every occupied slot of a batch: the true
+    remaining work (the ``OracleForecaster``'s point forecast, capped as it caps it) and the
+    work the task can still get before its deadline."""
     env, slot = np.nonzero(sim.slot_task >= 0)
-    out = np.zeros(sim.slot_task.shape + (len(FORECAST_FEATURES),), dtype=np.float32)
-    if env.size == 0:
-        return out
     key = sim.slot_task[env, slot]
     n_obs = sim.slot_n_obs[env, slot]
     x_now = np.where(n_obs > 0, np.log(np.maximum(sim.slot_work[env, slot], 1e-30)), -np.inf)
@@ -49,7 +46,17 @@ def oracle_columns(sim: BatchState) -> np.ndarray:
                               sim.slot_log_target[env, slot].astype(np.float64), x_now)
     s_now = np.where(n_obs > 0, sim.slot_work[env, slot].astype(np.float64), 0.0)
     budget = achievable_work(sim)[env, slot]
-    out[env, slot] = forecast_columns(point_forecast(required - s_now, budget), budget)
+    return env, slot, point_forecast(required - s_now, budget).q50, budget
+
+
+def oracle_columns(sim: BatchState) -> np.ndarray:
+    """float32[B, K, 5] forecast columns of the true remaining work (what
+    ``LossForecastWrapper(env, OracleForecaster.for_env(env))`` gives), for every
+    environment of a batch."""
+    out = np.zeros(sim.slot_task.shape + (len(FORECAST_FEATURES),), dtype=np.float32)
+    env, slot, remaining, budget = true_remaining(sim)
+    if env.size:
+        out[env, slot] = forecast_columns(point_forecast(remaining, budget), budget)
     return out
 
 

@@ -1,0 +1,112 @@
+"""MARA trained and run on the true remaining work (docs/experiments.md, "MARA with perfect
+forecasts"): how much of MARA's distance to the oracle-informed greedy scheduler is the
+forecaster's.
+
+    python experiments/scripts/mara_oracle_columns.py check CoRE-v0 100 3
+    python experiments/scripts/mara_oracle_columns.py train --members 1 --seed 0 --out runs/oracle_s0
+    python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/oracle_s0/last.pt ...
+
+``train`` is ``mara-train`` (every flag) with the forecast columns of the batched
+simulator replaced by :func:`cached_oracle_columns` (the true remaining work, as the cached
+oracle wrapper shows it) in the imitation stage and in PPO; the FM forecaster is never
+called. The checkpoint's ``train_config`` still names its ``forecaster`` flag: load it only
+through ``score``. ``score`` runs greedy MARA for each checkpoint (``mara``: the shipped one)
+in ``LossForecastWrapper(env, OracleForecaster.for_env(env), cache=True)`` on the seeds
+``offset .. offset + n - 1`` of a preset, with LARA (WLS columns) and the oracle-informed
+greedy scheduler on the same seeds, and prints each policy's mean and its paired difference
+to LARA (95% t interval). ``check`` runs the oracle-informed greedy scheduler in that wrapper
+and asserts that its columns equal :func:`cached_oracle_columns` of the env's own simulator
+state at every slot (to 1e-4), i.e. that ``score`` shows a checkpoint the inputs it was
+trained on.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from scipy import stats
+
+import core_env
+from core_env.forecast import LossForecastWrapper, OracleForecaster
+from core_env.forecast.cache import lognormal_p_reach
+from core_env.state import BatchState
+from mara_agents.mat.inputs import inputs_from_batched
+from mara_agents.policy import make_policy, run_episode
+from mara_agents.train import recipe
+from mara_agents.train.imitation import true_remaining
+from mara_agents.train.rollout import Rollout
+
+
+def cached_oracle_columns(sim: BatchState) -> np.ndarray:
+    """float32[B, K, 5]: what ``LossForecastWrapper(env, OracleForecaster.for_env(env),
+    cache=True)`` shows (``ForecastCache``'s columns of a certain forecast: the normalised
+    remaining work, and ``fc_p_reach`` from its log-normal of width 0.05), for a batch."""
+    out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
+    env, slot, r, budget = true_remaining(sim)
+    out[env, slot, :4] = (np.minimum(r / np.maximum(budget, 1e-9), 2.0) * 0.5)[:, None]
+    out[env, slot, 4] = lognormal_p_reach(r, r, r, budget)
+    return out
+
+
+def _oracle_inputs(self: Rollout):
+    return inputs_from_batched(self.obs, self.mask, self.plain_layout,
+                               cached_oracle_columns(self.sim))
+
+
+def train(argv: list[str]) -> int:
+    Rollout.inputs = _oracle_inputs  # every stage of the run reads the true columns
+    return recipe.main(argv)
+
+
+def check(preset: str, offset: int, n: int) -> None:
+    base = core_env.parallel_env(preset=preset)
+    env, pol = make_policy("oracle_greedy", LossForecastWrapper(
+        base, OracleForecaster.for_env(base), cache=True))
+    slots = 0
+    for seed in range(offset, offset + n):
+        obs, _ = env.reset(seed=seed)
+        pol.reset(seed)
+        while env.agents:
+            want = cached_oracle_columns(base.sim)[0]
+            if not np.allclose(env._extra, want, rtol=1e-4, atol=1e-4):
+                bad = np.argwhere(~np.isclose(env._extra, want, rtol=1e-4, atol=1e-4))
+                raise AssertionError(f"seed {seed}, slot {slots}: the cached oracle columns "
+                                     f"differ from cached_oracle_columns at (slot, column) "
+                                     f"{bad[:5].tolist()}: {env._extra[tuple(bad[0])]} vs "
+                                     f"{want[tuple(bad[0])]}")
+            obs, *_ = env.step(pol.act(obs))
+            slots += 1
+    print(f"{slots} slots of oracle_greedy: the cached oracle columns equal cached_oracle_columns")
+
+
+def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
+    seeds = range(offset, offset + n)
+    rates: dict[str, list[float]] = {}
+    for name in ("lara", "oracle_greedy"):
+        env, pol = make_policy(name, core_env.parallel_env(preset=preset))
+        rates[name] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
+    for ck in checkpoints:
+        base = core_env.parallel_env(preset=preset)
+        kw = {} if ck == "mara" else {"checkpoint": ck}
+        env, pol = make_policy("mara", base, forecaster=OracleForecaster.for_env(base), **kw)
+        rates[ck] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
+    lara = 100 * np.asarray(rates["lara"])
+    for name, r in rates.items():
+        d = 100 * np.asarray(r) - lara
+        lo, hi = (stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
+                  if d.any() else (0.0, 0.0))
+        print(f"{name:40s} {100 * np.mean(r):6.2f}%  - LARA {d.mean():+6.2f} "
+              f"({lo:+.2f}, {hi:+.2f})")
+
+
+if __name__ == "__main__":
+    cmd, rest = sys.argv[1], sys.argv[2:]
+    if cmd == "train":
+        raise SystemExit(train(rest))
+    if cmd == "check":
+        check(rest[0], int(rest[1]), int(rest[2]))
+    elif cmd == "score":
+        score(rest[0], int(rest[1]), int(rest[2]), rest[3:])
+    else:
+        raise SystemExit(f"unknown command {cmd!r}: expected train, check or score")
