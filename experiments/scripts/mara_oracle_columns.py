@@ -5,6 +5,8 @@ forecaster's.
     python experiments/scripts/mara_oracle_columns.py check CoRE-v0 100 3
     python experiments/scripts/mara_oracle_columns.py train --members 1 --seed 0 --out runs/oracle_s0
     python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/oracle_s0/last.pt ...
+    python experiments/scripts/mara_oracle_columns.py train --noise 0.5 --members 1 --out runs/n05
+    python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/n05/last.pt --noise 0.5
 
 ``train`` is ``mara-train`` (every flag) with the forecast columns of the batched
 simulator replaced by :func:`cached_oracle_columns` (the true remaining work, as the cached
@@ -18,6 +20,12 @@ to LARA (95% t interval). ``check`` runs the oracle-informed greedy scheduler in
 and asserts that its columns equal :func:`cached_oracle_columns` of the env's own simulator
 state at every slot (to 1e-4), i.e. that ``score`` shows a checkpoint the inputs it was
 trained on.
+
+``--noise SIGMA`` (train and score) replaces the truth by a calibrated forecaster of known
+accuracy: every forecast's median is the true remaining work times ``exp(SIGMA * z)``, ``z``
+standard normal and drawn afresh when a task is new or has a new observation, and its
+quantiles are those of that log-normal (:func:`noisy_quantiles`), i.e. a median
+``|ln(forecast / truth)|`` of ``0.674 * SIGMA``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from scipy import stats
 import core_env
 from core_env.forecast import LossForecastWrapper, OracleForecaster
 from core_env.forecast.cache import lognormal_p_reach
+from core_env.forecast.protocol import REMAINING_CAP, RemainingWork
 from core_env.state import BatchState
 from mara_agents.mat.inputs import inputs_from_batched
 from mara_agents.policy import make_policy, run_episode
@@ -49,13 +58,86 @@ def cached_oracle_columns(sim: BatchState) -> np.ndarray:
     return out
 
 
+Z90 = 1.2815515655446004
+NOISE = 0.0
+"""sigma of the log-normal error of the noisy oracle (``--noise``; 0: the truth)."""
+
+
+def noisy_quantiles(r: np.ndarray, z: np.ndarray, sigma: float) -> np.ndarray:
+    """float64[n, 4] (mean, q10, q50, q90) of a calibrated log-normal forecaster whose median
+    is ``r * exp(sigma * z)`` (``r`` the true remaining work, ``z`` standard normal); a task
+    the oracle calls unreachable (``r`` at the cap) keeps its answer."""
+    med = r * np.exp(sigma * z)
+    q = np.stack([med * np.exp(sigma ** 2 / 2), med * np.exp(-Z90 * sigma), med,
+                  med * np.exp(Z90 * sigma)], axis=1)
+    return np.where((r >= REMAINING_CAP)[:, None], r[:, None], np.minimum(q, REMAINING_CAP))
+
+
+class NoisyOracleForecaster(OracleForecaster):
+    """The oracle with a fresh log-normal error of width ``sigma`` on every forecast (run
+    with ``cache=True``, a task keeps it until its next observation)."""
+
+    def __init__(self, tables, sigma: float, seed: int) -> None:
+        super().__init__(tables)
+        self.sigma = sigma
+        self.rng = np.random.default_rng(seed)
+
+    def predict_batch(self, batch, log_targets, budgets):
+        r = super().predict_batch(batch, log_targets, budgets).q50
+        q = noisy_quantiles(r, self.rng.standard_normal(r.shape[0]), self.sigma)
+        return RemainingWork(mean=q[:, 0], q10=q[:, 1], q50=q[:, 2], q90=q[:, 3],
+                             p_reach=(q[:, 2] <= budgets).astype(np.float64))
+
+
+def _noisy_inputs(self: Rollout):
+    """The batched simulator's columns from the noisy oracle, with ForecastCache's rules: a
+    new error when a task is new or has a new observation, the columns of the cache."""
+    sim = self.sim
+    if not hasattr(self, "_z"):
+        self._z = np.zeros(sim.slot_task.shape)
+        self._key = np.full(sim.slot_task.shape + (2,), -1, dtype=np.int64)
+        self._rng = np.random.default_rng(int(self._seed))
+    key = np.stack([sim.slot_task, sim.slot_n_obs], axis=-1)
+    stale = (sim.slot_task >= 0) & (key != self._key).any(-1)
+    self._z[stale] = self._rng.standard_normal(int(stale.sum()))
+    self._key[stale] = key[stale]
+    out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
+    env, slot, r, budget = true_remaining(sim)
+    q = noisy_quantiles(r, self._z[env, slot], NOISE)
+    out[env, slot, :4] = np.minimum(q / np.maximum(budget, 1e-9)[:, None], 2.0) * 0.5
+    out[env, slot, 4] = lognormal_p_reach(q[:, 1], q[:, 2], q[:, 3], budget)
+    return inputs_from_batched(self.obs, self.mask, self.plain_layout, out)
+
+
+_reset, _step = Rollout.reset, Rollout.step
+
+
+def _step_keys(self: Rollout, actions):
+    reward, done, episodes = _step(self, actions)
+    if done.any() and hasattr(self, "_key"):
+        self._key[done] = -1  # restarted environments: task ids start again
+    return reward, done, episodes
+
+
+def _reset_keys(self: Rollout, seed: int) -> None:
+    _reset(self, seed)
+    self._seed = seed + 10_000  # the error's own stream
+    for name in ("_z", "_key", "_rng"):
+        self.__dict__.pop(name, None)
+
+
 def _oracle_inputs(self: Rollout):
     return inputs_from_batched(self.obs, self.mask, self.plain_layout,
                                cached_oracle_columns(self.sim))
 
 
 def train(argv: list[str]) -> int:
-    Rollout.inputs = _oracle_inputs  # every stage of the run reads the true columns
+    if NOISE > 0:
+        Rollout.inputs = _noisy_inputs
+        Rollout.reset = _reset_keys
+        Rollout.step = _step_keys
+    else:
+        Rollout.inputs = _oracle_inputs  # every stage of the run reads the true columns
     return recipe.main(argv)
 
 
@@ -89,7 +171,9 @@ def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
     for ck in checkpoints:
         base = core_env.parallel_env(preset=preset)
         kw = {} if ck == "mara" else {"checkpoint": ck}
-        env, pol = make_policy("mara", base, forecaster=OracleForecaster.for_env(base), **kw)
+        fc = (NoisyOracleForecaster(lambda b=base.unwrapped: b.workload.log_loss, NOISE, 12345)
+              if NOISE > 0 else OracleForecaster.for_env(base))
+        env, pol = make_policy("mara", base, forecaster=fc, **kw)
         rates[ck] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
     lara = 100 * np.asarray(rates["lara"])
     for name, r in rates.items():
@@ -102,6 +186,10 @@ def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
 
 if __name__ == "__main__":
     cmd, rest = sys.argv[1], sys.argv[2:]
+    if "--noise" in rest:
+        i = rest.index("--noise")
+        NOISE = float(rest[i + 1])
+        del rest[i:i + 2]
     if cmd == "train":
         raise SystemExit(train(rest))
     if cmd == "check":
