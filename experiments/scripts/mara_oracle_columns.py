@@ -37,7 +37,7 @@ from scipy import stats
 
 import core_env
 from core_env.forecast import LossForecastWrapper, OracleForecaster
-from core_env.forecast.cache import lognormal_p_reach
+from core_env.forecast.cache import Z90, lognormal_p_reach
 from core_env.forecast.protocol import REMAINING_CAP, RemainingWork
 from core_env.state import BatchState
 from mara_agents.mat.inputs import inputs_from_batched
@@ -47,18 +47,6 @@ from mara_agents.train.imitation import true_remaining
 from mara_agents.train.rollout import Rollout
 
 
-def cached_oracle_columns(sim: BatchState) -> np.ndarray:
-    """float32[B, K, 5]: what ``LossForecastWrapper(env, OracleForecaster.for_env(env),
-    cache=True)`` shows (``ForecastCache``'s columns of a certain forecast: the normalised
-    remaining work, and ``fc_p_reach`` from its log-normal of width 0.05), for a batch."""
-    out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
-    env, slot, r, budget = true_remaining(sim)
-    out[env, slot, :4] = (np.minimum(r / np.maximum(budget, 1e-9), 2.0) * 0.5)[:, None]
-    out[env, slot, 4] = lognormal_p_reach(r, r, r, budget)
-    return out
-
-
-Z90 = 1.2815515655446004
 NOISE = 0.0
 """sigma of the log-normal error of the noisy oracle (``--noise``; 0: the truth)."""
 
@@ -66,11 +54,26 @@ NOISE = 0.0
 def noisy_quantiles(r: np.ndarray, z: np.ndarray, sigma: float) -> np.ndarray:
     """float64[n, 4] (mean, q10, q50, q90) of a calibrated log-normal forecaster whose median
     is ``r * exp(sigma * z)`` (``r`` the true remaining work, ``z`` standard normal); a task
-    the oracle calls unreachable (``r`` at the cap) keeps its answer."""
+    the oracle calls unreachable (``r`` at the cap) keeps its answer. ``sigma = 0``: ``r``."""
     med = r * np.exp(sigma * z)
     q = np.stack([med * np.exp(sigma ** 2 / 2), med * np.exp(-Z90 * sigma), med,
                   med * np.exp(Z90 * sigma)], axis=1)
     return np.where((r >= REMAINING_CAP)[:, None], r[:, None], np.minimum(q, REMAINING_CAP))
+
+
+def cached_oracle_columns(sim: BatchState, z: np.ndarray | None = None,
+                          sigma: float = 0.0) -> np.ndarray:
+    """float32[B, K, 5]: what ``LossForecastWrapper(env, forecaster, cache=True)`` shows for
+    the oracle (``sigma = 0``) or the noisy oracle with errors ``z[B, K]``
+    (:class:`NoisyOracleForecaster`), for a batch: ``ForecastCache``'s columns, i.e. the
+    quantiles normalised by the achievable work and ``fc_p_reach`` from their log-normal
+    (of width 0.05 for a certain forecast)."""
+    out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
+    env, slot, r, budget = true_remaining(sim)
+    q = noisy_quantiles(r, np.zeros_like(r) if z is None else z[env, slot], sigma)
+    out[env, slot, :4] = np.minimum(q / np.maximum(budget, 1e-9)[:, None], 2.0) * 0.5
+    out[env, slot, 4] = lognormal_p_reach(q[:, 1], q[:, 2], q[:, 3], budget)
+    return out
 
 
 class NoisyOracleForecaster(OracleForecaster):
@@ -101,12 +104,8 @@ def _noisy_inputs(self: Rollout):
     stale = (sim.slot_task >= 0) & (key != self._key).any(-1)
     self._z[stale] = self._rng.standard_normal(int(stale.sum()))
     self._key[stale] = key[stale]
-    out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
-    env, slot, r, budget = true_remaining(sim)
-    q = noisy_quantiles(r, self._z[env, slot], NOISE)
-    out[env, slot, :4] = np.minimum(q / np.maximum(budget, 1e-9)[:, None], 2.0) * 0.5
-    out[env, slot, 4] = lognormal_p_reach(q[:, 1], q[:, 2], q[:, 3], budget)
-    return inputs_from_batched(self.obs, self.mask, self.plain_layout, out)
+    return inputs_from_batched(self.obs, self.mask, self.plain_layout,
+                               cached_oracle_columns(sim, self._z, NOISE))
 
 
 _reset, _step = Rollout.reset, Rollout.step
@@ -185,14 +184,28 @@ def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    usage = ("usage: mara_oracle_columns.py {train [--noise S] MARA-TRAIN-FLAGS | check PRESET "
+             "OFFSET N | score PRESET OFFSET N CHECKPOINT... [--noise S]}")
+    if len(sys.argv) < 2:
+        raise SystemExit(usage)
     cmd, rest = sys.argv[1], sys.argv[2:]
     if "--noise" in rest:
         i = rest.index("--noise")
-        NOISE = float(rest[i + 1])
+        try:
+            NOISE = float(rest[i + 1])
+        except (IndexError, ValueError):
+            raise SystemExit(f"--noise: expected a number, got {rest[i + 1:i + 2]}") from None
+        if not (np.isfinite(NOISE) and 0 <= NOISE <= 5):
+            raise SystemExit(f"--noise: expected a sigma in [0, 5], got {NOISE}")
         del rest[i:i + 2]
+    if cmd in ("check", "score") and (len(rest) < (3 if cmd == "check" else 4)
+                                      or not all(a.isdigit() for a in rest[1:3])):
+        raise SystemExit(usage)
     if cmd == "train":
         raise SystemExit(train(rest))
     if cmd == "check":
+        if NOISE:
+            raise SystemExit("check: compares the truth's columns; --noise does not apply")
         check(rest[0], int(rest[1]), int(rest[2]))
     elif cmd == "score":
         score(rest[0], int(rest[1]), int(rest[2]), rest[3:])
