@@ -7,6 +7,7 @@ forecaster's.
     python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/oracle_s0/last.pt ...
     python experiments/scripts/mara_oracle_columns.py train --noise 0.5 --members 1 --out runs/n05
     python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/n05/last.pt --noise 0.5
+    python experiments/scripts/mara_oracle_columns.py train --observed --members 1 --out runs/obs_0
 
 ``train`` is ``mara-train`` (every flag) with the forecast columns of the batched
 simulator replaced by :func:`cached_oracle_columns` (the true remaining work, as the cached
@@ -25,7 +26,9 @@ trained on.
 accuracy: every forecast's median is the true remaining work times ``exp(SIGMA * z)``, ``z``
 standard normal and drawn afresh when a task is new or has a new observation, and its
 quantiles are those of that log-normal (:func:`noisy_quantiles`), i.e. a median
-``|ln(forecast / truth)|`` of ``0.674 * SIGMA``.
+``|ln(forecast / truth)|`` of ``0.674 * SIGMA``. ``--observed`` (train, score, check) gives
+the (noisy) truth only for tasks with at least one observation and FM's answer for a task
+never run (remaining work at the cap), as a forecaster that reads histories must.
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ from mara_agents.train.rollout import Rollout
 NOISE = 0.0
 """sigma of the log-normal error of the noisy oracle (``--noise``; 0: the truth)."""
 
+OBSERVED = False
+"""``--observed``: the (noisy) oracle answers only for tasks with at least one observation;
+a task not yet run gets the FM forecaster's answer for it (remaining work at the cap, i.e.
+unknown), as a forecaster that reads histories must."""
+
 
 def noisy_quantiles(r: np.ndarray, z: np.ndarray, sigma: float) -> np.ndarray:
     """float64[n, 4] (mean, q10, q50, q90) of a calibrated log-normal forecaster whose median
@@ -70,6 +78,8 @@ def cached_oracle_columns(sim: BatchState, z: np.ndarray | None = None,
     (of width 0.05 for a certain forecast)."""
     out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
     env, slot, r, budget = true_remaining(sim)
+    if OBSERVED:
+        r = np.where(sim.slot_n_obs[env, slot] > 0, r, REMAINING_CAP)
     q = noisy_quantiles(r, np.zeros_like(r) if z is None else z[env, slot], sigma)
     out[env, slot, :4] = np.minimum(q / np.maximum(budget, 1e-9)[:, None], 2.0) * 0.5
     out[env, slot, 4] = lognormal_p_reach(q[:, 1], q[:, 2], q[:, 3], budget)
@@ -87,6 +97,8 @@ class NoisyOracleForecaster(OracleForecaster):
 
     def predict_batch(self, batch, log_targets, budgets):
         r = super().predict_batch(batch, log_targets, budgets).q50
+        if OBSERVED:
+            r = np.where(batch.length > 0, r, REMAINING_CAP)
         q = noisy_quantiles(r, self.rng.standard_normal(r.shape[0]), self.sigma)
         return RemainingWork(mean=q[:, 0], q10=q[:, 1], q50=q[:, 2], q90=q[:, 3],
                              p_reach=(q[:, 2] <= budgets).astype(np.float64))
@@ -131,7 +143,7 @@ def _oracle_inputs(self: Rollout):
 
 
 def train(argv: list[str]) -> int:
-    if NOISE > 0:
+    if NOISE > 0 or OBSERVED:
         Rollout.inputs = _noisy_inputs
         Rollout.reset = _reset_keys
         Rollout.step = _step_keys
@@ -142,8 +154,8 @@ def train(argv: list[str]) -> int:
 
 def check(preset: str, offset: int, n: int) -> None:
     base = core_env.parallel_env(preset=preset)
-    env, pol = make_policy("oracle_greedy", LossForecastWrapper(
-        base, OracleForecaster.for_env(base), cache=True))
+    env, pol = make_policy("oracle_greedy", LossForecastWrapper(base, _forecaster(base),
+                                                                cache=True))
     slots = 0
     for seed in range(offset, offset + n):
         obs, _ = env.reset(seed=seed)
@@ -161,6 +173,13 @@ def check(preset: str, offset: int, n: int) -> None:
     print(f"{slots} slots of oracle_greedy: the cached oracle columns equal cached_oracle_columns")
 
 
+def _forecaster(base) -> OracleForecaster:
+    """The forecaster ``score`` and ``check`` show: the oracle, noisy and/or observed-only."""
+    if NOISE > 0 or OBSERVED:
+        return NoisyOracleForecaster(lambda b=base.unwrapped: b.workload.log_loss, NOISE, 12345)
+    return OracleForecaster.for_env(base)
+
+
 def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
     seeds = range(offset, offset + n)
     rates: dict[str, list[float]] = {}
@@ -170,9 +189,7 @@ def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
     for ck in checkpoints:
         base = core_env.parallel_env(preset=preset)
         kw = {} if ck == "mara" else {"checkpoint": ck}
-        fc = (NoisyOracleForecaster(lambda b=base.unwrapped: b.workload.log_loss, NOISE, 12345)
-              if NOISE > 0 else OracleForecaster.for_env(base))
-        env, pol = make_policy("mara", base, forecaster=fc, **kw)
+        env, pol = make_policy("mara", base, forecaster=_forecaster(base), **kw)
         rates[ck] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
     lara = 100 * np.asarray(rates["lara"])
     for name, r in rates.items():
@@ -184,8 +201,9 @@ def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    usage = ("usage: mara_oracle_columns.py {train [--noise S] MARA-TRAIN-FLAGS | check PRESET "
-             "OFFSET N | score PRESET OFFSET N CHECKPOINT... [--noise S]}")
+    usage = ("usage: mara_oracle_columns.py {train [--noise S] [--observed] MARA-TRAIN-FLAGS | "
+             "check PRESET OFFSET N | score PRESET OFFSET N CHECKPOINT... [--noise S] "
+             "[--observed]}")
     if len(sys.argv) < 2:
         raise SystemExit(usage)
     cmd, rest = sys.argv[1], sys.argv[2:]
@@ -198,6 +216,9 @@ if __name__ == "__main__":
         if not (np.isfinite(NOISE) and 0 <= NOISE <= 5):
             raise SystemExit(f"--noise: expected a sigma in [0, 5], got {NOISE}")
         del rest[i:i + 2]
+    if "--observed" in rest:
+        OBSERVED = True
+        rest.remove("--observed")
     if cmd in ("check", "score") and (len(rest) < (3 if cmd == "check" else 4)
                                       or not all(a.isdigit() for a in rest[1:3])):
         raise SystemExit(usage)

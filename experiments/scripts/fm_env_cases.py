@@ -1,0 +1,185 @@
+"""The FM forecaster trained on the forecasting cases an environment actually poses
+(docs/experiments.md, "what the forecaster must know, and FM on the environment's own
+cases").
+
+    python experiments/scripts/fm_env_cases.py collect CoRE-v0 20000 200 runs/fm_env/cases.npz
+    python experiments/scripts/fm_env_cases.py train runs/fm_env/cases.npz 0.5 -- --out runs/fm_env/fm.pt
+    python experiments/scripts/fm_env_cases.py error CoRE-v0 100 6 runs/fm_env/fm.pt
+    python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt mara
+
+``collect`` runs LARA and greedy MARA (every other seed) on the seeds ``offset .. offset + n
+- 1`` of a preset and keeps, at every slot, each visible task that has a new observation: its
+observed history (as the simulator keeps it), ln target, observed loss table and true
+remaining work, i.e. a :class:`~core_env.forecast.cases.ForecastCases` with the
+environment's own observation schedule (one observation after a task's first slot, the
+work of the nodes the policy gave it) and its own mix of prefixes. ``train`` is
+``mara-train-forecaster`` (every flag after ``--``) with a fraction ``W`` of the training
+and validation cases drawn from the collected ones (the validation cases from its last
+tenth, which training never sees) and the rest from the synthetic ``train`` mix as usual.
+``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
+tasks greedy MARA sees, by number of observations, with the mean signed error. ``score`` runs greedy MARA checkpoints (``mara``: the shipped
+one) with an FM checkpoint on the seeds ``offset .. offset + n - 1``, paired with LARA.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import core_env
+from core_env.curves import first_crossing
+from core_env.forecast import LossForecastWrapper
+from core_env.forecast.cases import ForecastCases
+from core_env.forecast.protocol import REMAINING_CAP, HistoryBatch
+
+
+def collect(preset: str, offset: int, n: int, out: str) -> None:
+    from mara_agents.policy import make_policy
+
+    rows: dict[str, list] = {k: [] for k in ("lw", "ll", "len", "tgt", "table", "fam")}
+    width = 0
+    for seed in range(offset, offset + n):
+        base = core_env.parallel_env(preset=preset)
+        env, pol = make_policy("lara" if seed % 2 == 0 else "mara", base)
+        obs, _ = env.reset(seed=seed)
+        pol.reset(seed)
+        sim, seen = base.unwrapped.sim, set()
+        wl = base.unwrapped.workload
+        while env.agents:
+            slot = np.flatnonzero(sim.slot_task[0] >= 0)
+            for k in slot:
+                task, m = int(sim.slot_task[0, k]), int(sim.slot_n_obs[0, k])
+                if m == 0 or (task, m) in seen:
+                    continue
+                seen.add((task, m))
+                rows["lw"].append(sim.hist_log_work[0, k, :m].astype(np.float64))
+                rows["ll"].append(sim.hist_log_loss[0, k, :m].astype(np.float64))
+                rows["len"].append(m)
+                rows["tgt"].append(float(sim.slot_log_target[0, k]))
+                rows["table"].append(wl.log_loss[task])
+                rows["fam"].append(int(wl.family[task]))
+                width = max(width, m)
+            obs, *_ = env.step(pol.act(obs))
+        print(f"seed {seed}: {len(rows['len'])} cases so far", flush=True)
+    size = len(rows["len"])
+    lw, ll = np.zeros((size, width)), np.zeros((size, width))
+    for i, (a, b) in enumerate(zip(rows["lw"], rows["ll"])):
+        lw[i, : a.size], ll[i, : b.size] = a, b
+    np.savez_compressed(out, log_work=lw, log_loss=ll, length=np.asarray(rows["len"]),
+                        log_targets=np.asarray(rows["tgt"]), family=np.asarray(rows["fam"]),
+                        log_loss_table=np.stack(rows["table"]).astype(np.float32))
+    print(f"{size} cases -> {out}")
+
+
+def load_cases(path: str) -> ForecastCases:
+    """The collected cases, with their true remaining work (inf where never reached)."""
+    z = np.load(path)
+    lw, ll, length = z["log_work"], z["log_loss"], z["length"].astype(np.int64)
+    table, tgt = z["log_loss_table"], z["log_targets"].astype(np.float64)
+    rows = np.arange(length.size)
+    x_now = lw[rows, length - 1]
+    required = first_crossing(table.astype(np.float64), tgt)
+    remaining = first_crossing(table.astype(np.float64), tgt, x_now) - np.exp(x_now)
+    batch = HistoryBatch(lw, ll, length, rows.astype(np.int64))
+    return ForecastCases(batch, tgt, remaining, required, z["family"].astype(np.int8), table)
+
+
+def _take(cases: ForecastCases, idx: np.ndarray) -> ForecastCases:
+    b = cases.batch
+    batch = HistoryBatch(b.log_work[idx], b.log_loss[idx], b.length[idx],
+                         np.arange(idx.size, dtype=np.int64))
+    return ForecastCases(batch, *(getattr(cases, f)[idx] for f in ForecastCases._fields[1:]))
+
+
+def train(path: str, weight: float, argv: list[str]) -> int:
+    from mara_agents.forecast import train as fmtrain
+
+    env_cases = load_cases(path)
+    n_all = env_cases.batch.size
+    cut = n_all - n_all // 10
+    pools = {"real-fit": np.arange(cut), "real-calibration": np.arange(cut, n_all)}
+    synth = fmtrain.draw_cases
+
+    def draw_cases(rng, cfg, n, real_mix="real-fit"):
+        k = int(round(n * weight))
+        parts = [synth(rng, cfg, n - k, real_mix)] if n - k > 0 else []
+        if k:
+            parts.append(_take(env_cases, rng.choice(pools[real_mix], size=k,
+                                                     replace=k > pools[real_mix].size)))
+        return parts[0] if len(parts) == 1 else fmtrain.concat_cases(parts)
+
+    fmtrain.draw_cases = draw_cases
+    return fmtrain.main(argv)
+
+
+def _fm(checkpoint: str):
+    from mara_agents.forecast.forecaster import FlowMatchingForecaster
+
+    if checkpoint == "fm_default":
+        return FlowMatchingForecaster.pretrained("fm_default", backend="numpy")
+    return FlowMatchingForecaster.load(checkpoint, backend="numpy")
+
+
+def score(preset: str, offset: int, n: int, fm_checkpoint: str, checkpoints: list[str]
+          ) -> None:
+    """Greedy MARA (``mara``: the shipped checkpoint) with the given FM, paired with LARA."""
+    from scipy import stats
+
+    from mara_agents.policy import make_policy, run_episode
+
+    seeds = range(offset, offset + n)
+    env, pol = make_policy("lara", core_env.parallel_env(preset=preset))
+    lara = np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
+    for ck in checkpoints:
+        kw = {} if ck == "mara" else {"checkpoint": ck}
+        env, pol = make_policy("mara", core_env.parallel_env(preset=preset),
+                               forecaster=_fm(fm_checkpoint), **kw)
+        r = np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
+        d = r - lara
+        lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
+        print(f"{ck:30s} on {fm_checkpoint}: {r.mean():6.2f}% (LARA {lara.mean():.2f}%) "
+              f"- LARA {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})", flush=True)
+
+
+def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
+    from mara_agents.policy import make_policy
+    from mara_agents.train.imitation import true_remaining
+
+    fm = _fm(checkpoint)
+    out = []
+    for seed in range(offset, offset + n):
+        base = core_env.parallel_env(preset=preset)
+        env, pol = make_policy("mara", base, forecaster=fm)
+        wrap = env
+        while not isinstance(wrap, LossForecastWrapper):
+            wrap = wrap.env
+        obs, _ = env.reset(seed=seed)
+        pol.reset(seed)
+        while env.agents:
+            e, s, r, _ = true_remaining(base.unwrapped.sim)
+            out.append(np.stack([base.unwrapped.sim.slot_n_obs[e, s], r,
+                                 wrap.cache.raw[0, s, 2]], axis=1))
+            obs, *_ = env.step(pol.act(obs))
+    nobs, r, q = np.concatenate(out).T
+    ok = (nobs > 0) & (r > 0) & (r < REMAINING_CAP) & (q > 0) & (q < REMAINING_CAP)
+    for name, lo, hi in (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4),
+                         ("5-8", 5, 8), ("9-16", 9, 16), ("17+", 17, 10 ** 9)):
+        m = ok & (nobs >= lo) & (nobs <= hi)
+        d = np.log(q[m] / r[m])
+        print(f"n_obs {name:5s} {m.sum():6d} tasks-slots  median |log err| "
+              f"{np.median(np.abs(d)):.3f}  mean signed {d.mean():+.3f}")
+
+
+if __name__ == "__main__":
+    cmd, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if cmd == "collect" and len(rest) == 4:
+        collect(rest[0], int(rest[1]), int(rest[2]), rest[3])
+    elif cmd == "train" and len(rest) >= 3 and rest[2] == "--":
+        raise SystemExit(train(rest[0], float(rest[1]), rest[3:]))
+    elif cmd == "score" and len(rest) >= 5:
+        score(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4:])
+    elif cmd == "error" and len(rest) == 4:
+        error(rest[0], int(rest[1]), int(rest[2]), rest[3])
+    else:
+        raise SystemExit(__doc__)
