@@ -74,7 +74,16 @@ def collect(preset: str, offset: int, n: int, out: str) -> None:
 
 def load_cases(path: str) -> ForecastCases:
     """The collected cases, with their true remaining work (inf where never reached)."""
-    z = np.load(path)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a case file written by `collect` ({e})") from None
+    if not hasattr(z, "files"):
+        raise ValueError(f"{path}: not a case file written by `collect` (a single array)")
+    want = {"log_work", "log_loss", "length", "log_targets", "family", "log_loss_table"}
+    if set(z.files) != want:
+        raise ValueError(f"{path}: expected the arrays {sorted(want)} of `collect`, got "
+                         f"{sorted(z.files)}")
     lw, ll, length = z["log_work"], z["log_loss"], z["length"].astype(np.int64)
     table, tgt = z["log_loss_table"], z["log_targets"].astype(np.float64)
     rows = np.arange(length.size)
@@ -95,6 +104,8 @@ def _take(cases: ForecastCases, idx: np.ndarray) -> ForecastCases:
 def train(path: str, weight: float, argv: list[str]) -> int:
     from mara_agents.forecast import train as fmtrain
 
+    if not 0.0 < weight <= 1.0:
+        raise ValueError(f"W: expected a fraction in (0, 1], got {weight}")
     env_cases = load_cases(path)
     n_all = env_cases.batch.size
     cut = n_all - n_all // 10

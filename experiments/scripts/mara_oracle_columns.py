@@ -59,6 +59,11 @@ a task not yet run gets the FM forecaster's answer for it (remaining work at the
 unknown), as a forecaster that reads histories must."""
 
 
+def observed_only(r: np.ndarray, n_obs: np.ndarray) -> np.ndarray:
+    """``r`` with tasks never observed at the cap (unknown) under ``--observed``."""
+    return np.where(n_obs > 0, r, REMAINING_CAP) if OBSERVED else r
+
+
 def noisy_quantiles(r: np.ndarray, z: np.ndarray, sigma: float) -> np.ndarray:
     """float64[n, 4] (mean, q10, q50, q90) of a calibrated log-normal forecaster whose median
     is ``r * exp(sigma * z)`` (``r`` the true remaining work, ``z`` standard normal); a task
@@ -78,8 +83,7 @@ def cached_oracle_columns(sim: BatchState, z: np.ndarray | None = None,
     (of width 0.05 for a certain forecast)."""
     out = np.zeros(sim.slot_task.shape + (5,), dtype=np.float32)
     env, slot, r, budget = true_remaining(sim)
-    if OBSERVED:
-        r = np.where(sim.slot_n_obs[env, slot] > 0, r, REMAINING_CAP)
+    r = observed_only(r, sim.slot_n_obs[env, slot])
     q = noisy_quantiles(r, np.zeros_like(r) if z is None else z[env, slot], sigma)
     out[env, slot, :4] = np.minimum(q / np.maximum(budget, 1e-9)[:, None], 2.0) * 0.5
     out[env, slot, 4] = lognormal_p_reach(q[:, 1], q[:, 2], q[:, 3], budget)
@@ -96,9 +100,7 @@ class NoisyOracleForecaster(OracleForecaster):
         self.rng = np.random.default_rng(seed)
 
     def predict_batch(self, batch, log_targets, budgets):
-        r = super().predict_batch(batch, log_targets, budgets).q50
-        if OBSERVED:
-            r = np.where(batch.length > 0, r, REMAINING_CAP)
+        r = observed_only(super().predict_batch(batch, log_targets, budgets).q50, batch.length)
         q = noisy_quantiles(r, self.rng.standard_normal(r.shape[0]), self.sigma)
         return RemainingWork(mean=q[:, 0], q10=q[:, 1], q50=q[:, 2], q90=q[:, 3],
                              p_reach=(q[:, 2] <= budgets).astype(np.float64))
