@@ -6,6 +6,8 @@ cases").
     python experiments/scripts/fm_env_cases.py train runs/fm_env/cases.npz 0.5 -- --out runs/fm_env/fm.pt
     python experiments/scripts/fm_env_cases.py error CoRE-v0 100 6 runs/fm_env/fm.pt
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt mara
+    python experiments/scripts/fm_env_cases.py mara runs/fm_env/fm.pt -- --members 1 --out runs/m
+    python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt runs/m/last.pt
 
 ``collect`` runs LARA and greedy MARA (every other seed) on the seeds ``offset .. offset + n
 - 1`` of a preset and keeps, at every slot, each visible task that has a new observation: its
@@ -19,6 +21,9 @@ tenth, which training never sees) and the rest from the synthetic ``train`` mix 
 ``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
 tasks greedy MARA sees, by number of observations, with the mean signed error. ``score`` runs greedy MARA checkpoints (``mara``: the shipped
 one) with an FM checkpoint on the seeds ``offset .. offset + n - 1``, paired with LARA.
+``mara`` is ``mara-train`` (every flag after ``--``; ``--members 1``: the recipe's workers
+would not see the name) on the forecast columns of an FM checkpoint, registered under the
+name ``fm-env`` for this process.
 """
 
 from __future__ import annotations
@@ -124,6 +129,23 @@ def train(path: str, weight: float, argv: list[str]) -> int:
     return fmtrain.main(argv)
 
 
+def train_mara(fm_checkpoint: str, argv: list[str]) -> int:
+    from pathlib import Path
+
+    from mara_agents.forecast import registry
+    from mara_agents.train import config, recipe
+
+    path = Path(fm_checkpoint).resolve()
+    if path.suffix != ".pt" or not path.is_file():
+        raise ValueError(f"FMCKPT: expected an FM checkpoint file (.pt), got {fm_checkpoint}")
+    if "--members" not in argv or argv[argv.index("--members") + 1] != "1":
+        raise ValueError("mara: pass --members 1 (the recipe's worker processes would not "
+                         "see the fm-env name)")
+    registry.FM_CHECKPOINTS["fm-env"] = str(path.with_suffix(""))  # pretrained() adds .pt
+    registry.FORECASTERS = config.FORECASTERS = (*registry.FM_CHECKPOINTS, "wls")
+    return recipe.main([*argv, "--forecaster", "fm-env"])
+
+
 def _fm(checkpoint: str):
     from mara_agents.forecast.forecaster import FlowMatchingForecaster
 
@@ -190,6 +212,8 @@ if __name__ == "__main__":
         raise SystemExit(train(rest[0], float(rest[1]), rest[3:]))
     elif cmd == "score" and len(rest) >= 5:
         score(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4:])
+    elif cmd == "mara" and len(rest) >= 2 and rest[1] == "--":
+        raise SystemExit(train_mara(rest[0], rest[2:]))
     elif cmd == "error" and len(rest) == 4:
         error(rest[0], int(rest[1]), int(rest[2]), rest[3])
     else:
