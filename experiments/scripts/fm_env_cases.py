@@ -2,14 +2,15 @@
 (docs/experiments.md, "what the forecaster must know, and FM on the environment's own
 cases").
 
-    python experiments/scripts/fm_env_cases.py collect CoRE-v0 20000 200 runs/fm_env/cases.npz
+    python experiments/scripts/fm_env_cases.py collect CoRE-v0 20000 200 runs/fm_env/cases.npz [lara,mara]
     python experiments/scripts/fm_env_cases.py train runs/fm_env/cases.npz 0.5 -- --out runs/fm_env/fm.pt
     python experiments/scripts/fm_env_cases.py error CoRE-v0 100 6 runs/fm_env/fm.pt
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt mara
     python experiments/scripts/fm_env_cases.py mara runs/fm_env/fm.pt -- --members 1 --out runs/m
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt runs/m/last.pt
 
-``collect`` runs LARA and greedy MARA (every other seed) on the seeds ``offset .. offset + n
+``collect`` runs LARA and greedy MARA (every other seed; or the policies named, seed
+by seed in turn) on the seeds ``offset .. offset + n
 - 1`` of a preset and keeps, at every slot, each visible task that has a new observation: its
 observed history (as the simulator keeps it), ln target, observed loss table and true
 remaining work, i.e. a :class:`~core_env.forecast.cases.ForecastCases` with the
@@ -39,14 +40,15 @@ from core_env.forecast.cases import ForecastCases
 from core_env.forecast.protocol import REMAINING_CAP, HistoryBatch
 
 
-def collect(preset: str, offset: int, n: int, out: str) -> None:
+def collect(preset: str, offset: int, n: int, out: str,
+            policies: tuple[str, ...] = ("lara", "mara")) -> None:
     from mara_agents.policy import make_policy
 
     rows: dict[str, list] = {k: [] for k in ("lw", "ll", "len", "tgt", "table", "fam")}
     width = 0
     for seed in range(offset, offset + n):
         base = core_env.parallel_env(preset=preset)
-        env, pol = make_policy("lara" if seed % 2 == 0 else "mara", base)
+        env, pol = make_policy(policies[seed % len(policies)], base)
         obs, _ = env.reset(seed=seed)
         pol.reset(seed)
         sim, seen = base.unwrapped.sim, set()
@@ -206,8 +208,9 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
 
 if __name__ == "__main__":
     cmd, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
-    if cmd == "collect" and len(rest) == 4:
-        collect(rest[0], int(rest[1]), int(rest[2]), rest[3])
+    if cmd == "collect" and len(rest) in (4, 5):
+        collect(rest[0], int(rest[1]), int(rest[2]), rest[3],
+                *([tuple(rest[4].split(","))] if len(rest) == 5 else []))
     elif cmd == "train" and len(rest) >= 3 and rest[2] == "--":
         raise SystemExit(train(rest[0], float(rest[1]), rest[3:]))
     elif cmd == "score" and len(rest) >= 5:
