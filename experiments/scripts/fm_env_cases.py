@@ -5,6 +5,7 @@ cases").
     python experiments/scripts/fm_env_cases.py collect CoRE-v0 20000 200 runs/fm_env/cases.npz [lara,mara]
     python experiments/scripts/fm_env_cases.py train runs/fm_env/cases.npz 0.5 -- --out runs/fm_env/fm.pt
     python experiments/scripts/fm_env_cases.py error CoRE-v0 100 6 runs/fm_env/fm.pt
+    python experiments/scripts/fm_env_cases.py compare CoRE-v0 100 48 fm_default runs/fm_env/fm.pt A1 B1 A2 B2
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt mara
     python experiments/scripts/fm_env_cases.py mara runs/fm_env/fm.pt -- --members 1 --out runs/m
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt runs/m/last.pt
@@ -22,7 +23,8 @@ tenth, which training never sees) and the rest from the synthetic ``train`` mix 
 ``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
 tasks greedy MARA sees, by number of observations, with the mean signed error. ``score`` runs greedy MARA checkpoints (``mara``: the shipped
 one) with an FM checkpoint on the seeds ``offset .. offset + n - 1``, paired with LARA.
-``mara`` is ``mara-train`` (every flag after ``--``; ``--members 1``: the recipe's workers
+``compare`` pairs checkpoints, A on one FM and B on another, and prints B - A on the same
+seeds, pair by pair and over all pairs. ``mara`` is ``mara-train`` (every flag after ``--``; ``--members 1``: the recipe's workers
 would not see the name) on the forecast columns of an FM checkpoint, registered under the
 name ``fm-env`` for this process.
 """
@@ -167,14 +169,44 @@ def score(preset: str, offset: int, n: int, fm_checkpoint: str, checkpoints: lis
     env, pol = make_policy("lara", core_env.parallel_env(preset=preset))
     lara = np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
     for ck in checkpoints:
-        kw = {} if ck == "mara" else {"checkpoint": ck}
-        env, pol = make_policy("mara", core_env.parallel_env(preset=preset),
-                               forecaster=_fm(fm_checkpoint), **kw)
-        r = np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
+        r = _rates(preset, seeds, fm_checkpoint, ck)
         d = r - lara
         lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
         print(f"{ck:30s} on {fm_checkpoint}: {r.mean():6.2f}% (LARA {lara.mean():.2f}%) "
               f"- LARA {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})", flush=True)
+
+
+def _rates(preset: str, seeds: range, fm_checkpoint: str, checkpoint: str) -> np.ndarray:
+    from mara_agents.policy import make_policy, run_episode
+
+    kw = {} if checkpoint == "mara" else {"checkpoint": checkpoint}
+    env, pol = make_policy("mara", core_env.parallel_env(preset=preset),
+                           forecaster=_fm(fm_checkpoint), **kw)
+    return np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
+
+
+def compare(preset: str, offset: int, n: int, fm_a: str, fm_b: str, checkpoints: list[str]
+            ) -> None:
+    """Pairs of checkpoints (A on ``fm_a``, B on ``fm_b``, e.g. one training seed on each
+    forecaster): B - A on the same seeds for each pair, and over all pairs (each seed's
+    mean difference)."""
+    from scipy import stats
+
+    if len(checkpoints) % 2:
+        raise ValueError(f"compare: expected pairs of checkpoints (A B A B ...), got "
+                         f"{len(checkpoints)}")
+    seeds = range(offset, offset + n)
+    diffs = []
+
+    def show(name: str, d: np.ndarray) -> None:
+        lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
+        print(f"{name}: {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})", flush=True)
+
+    for a, b in zip(checkpoints[::2], checkpoints[1::2]):
+        diffs.append(_rates(preset, seeds, fm_b, b) - _rates(preset, seeds, fm_a, a))
+        show(f"{b} - {a}", diffs[-1])
+    if len(diffs) > 1:
+        show("over all pairs", np.mean(diffs, axis=0))
 
 
 def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
@@ -217,6 +249,8 @@ if __name__ == "__main__":
         score(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4:])
     elif cmd == "mara" and len(rest) >= 2 and rest[1] == "--":
         raise SystemExit(train_mara(rest[0], rest[2:]))
+    elif cmd == "compare" and len(rest) >= 7:
+        compare(rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4], rest[5:])
     elif cmd == "error" and len(rest) == 4:
         error(rest[0], int(rest[1]), int(rest[2]), rest[3])
     else:
