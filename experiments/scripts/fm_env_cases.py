@@ -21,12 +21,13 @@ work of the nodes the policy gave it) and its own mix of prefixes. ``train`` is
 and validation cases drawn from the collected ones (the validation cases from its last
 tenth, which training never sees) and the rest from the synthetic ``train`` mix as usual.
 ``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
-tasks greedy MARA sees, by number of observations, with the mean signed error. ``score`` runs greedy MARA checkpoints (``mara``: the shipped
-one) with an FM checkpoint on the seeds ``offset .. offset + n - 1``, paired with LARA.
-``compare`` pairs checkpoints, A on one FM and B on another, and prints B - A on the same
-seeds, pair by pair and over all pairs. ``mara`` is ``mara-train`` (every flag after ``--``; ``--members 1``: the recipe's workers
-would not see the name) on the forecast columns of an FM checkpoint, registered under the
-name ``fm-env`` for this process.
+tasks greedy MARA sees, by number of observations, with the mean signed error. ``score``
+runs greedy MARA checkpoints (``mara``: the shipped one) with an FM checkpoint on the seeds
+``offset .. offset + n - 1``, paired with LARA. ``compare`` pairs checkpoints, A on one FM
+and B on another, and prints B - A on the same seeds, pair by pair and over all pairs.
+``mara`` is ``mara-train`` (every flag after ``--``) on the forecast columns of an FM
+checkpoint, registered under the name ``fm-env`` for this process (so ``--members 1``: the
+recipe's worker processes would not see the name).
 """
 
 from __future__ import annotations
@@ -142,9 +143,12 @@ def train_mara(fm_checkpoint: str, argv: list[str]) -> int:
     path = Path(fm_checkpoint).resolve()
     if path.suffix != ".pt" or not path.is_file():
         raise ValueError(f"FMCKPT: expected an FM checkpoint file (.pt), got {fm_checkpoint}")
-    if "--members" not in argv or argv[argv.index("--members") + 1] != "1":
+    flags = [t for a in argv for t in a.split("=", 1)]  # --members=1 as --members 1
+    if ["--members", "1"] not in [flags[i:i + 2] for i in range(len(flags) - 1)]:
         raise ValueError("mara: pass --members 1 (the recipe's worker processes would not "
                          "see the fm-env name)")
+    if any(a.startswith("--forecaster") for a in argv):
+        raise ValueError("mara: no --forecaster (the FM checkpoint given is the forecaster)")
     registry.FM_CHECKPOINTS["fm-env"] = str(path.with_suffix(""))  # pretrained() adds .pt
     registry.FORECASTERS = config.FORECASTERS = (*registry.FM_CHECKPOINTS, "wls")
     return recipe.main([*argv, "--forecaster", "fm-env"])
@@ -161,8 +165,6 @@ def _fm(checkpoint: str):
 def score(preset: str, offset: int, n: int, fm_checkpoint: str, checkpoints: list[str]
           ) -> None:
     """Greedy MARA (``mara``: the shipped checkpoint) with the given FM, paired with LARA."""
-    from scipy import stats
-
     from mara_agents.policy import make_policy, run_episode
 
     seeds = range(offset, offset + n)
@@ -170,10 +172,16 @@ def score(preset: str, offset: int, n: int, fm_checkpoint: str, checkpoints: lis
     lara = np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
     for ck in checkpoints:
         r = _rates(preset, seeds, fm_checkpoint, ck)
-        d = r - lara
-        lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
         print(f"{ck:30s} on {fm_checkpoint}: {r.mean():6.2f}% (LARA {lara.mean():.2f}%) "
-              f"- LARA {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})", flush=True)
+              f"- LARA {_paired(r - lara)}", flush=True)
+
+
+def _paired(d: np.ndarray) -> str:
+    """A paired difference's mean and its 95% t interval over the seeds."""
+    from scipy import stats
+
+    lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
+    return f"{d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})"
 
 
 def _rates(preset: str, seeds: range, fm_checkpoint: str, checkpoint: str) -> np.ndarray:
@@ -190,23 +198,16 @@ def compare(preset: str, offset: int, n: int, fm_a: str, fm_b: str, checkpoints:
     """Pairs of checkpoints (A on ``fm_a``, B on ``fm_b``, e.g. one training seed on each
     forecaster): B - A on the same seeds for each pair, and over all pairs (each seed's
     mean difference)."""
-    from scipy import stats
-
     if len(checkpoints) % 2:
         raise ValueError(f"compare: expected pairs of checkpoints (A B A B ...), got "
                          f"{len(checkpoints)}")
     seeds = range(offset, offset + n)
     diffs = []
-
-    def show(name: str, d: np.ndarray) -> None:
-        lo, hi = stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
-        print(f"{name}: {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})", flush=True)
-
     for a, b in zip(checkpoints[::2], checkpoints[1::2]):
         diffs.append(_rates(preset, seeds, fm_b, b) - _rates(preset, seeds, fm_a, a))
-        show(f"{b} - {a}", diffs[-1])
+        print(f"{b} - {a}: {_paired(diffs[-1])}", flush=True)
     if len(diffs) > 1:
-        show("over all pairs", np.mean(diffs, axis=0))
+        print(f"over all pairs: {_paired(np.mean(diffs, axis=0))}", flush=True)
 
 
 def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
