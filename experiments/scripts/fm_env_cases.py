@@ -21,7 +21,12 @@ work of the nodes the policy gave it) and its own mix of prefixes. ``train`` is
 and validation cases drawn from the collected ones (the validation cases from its last
 tenth, which training never sees) and the rest from the synthetic ``train`` mix as usual.
 ``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
-tasks greedy MARA sees, by number of observations, with the mean signed error. ``score``
+tasks greedy MARA sees, by number of observations, with the mean signed error, the share of
+errors beyond a factor e, the q10-q90 coverage and how often q50 puts a task on the wrong
+side of its deadline (q50 within the achievable work or not, against the truth), next to a
+noisy oracle of the same median error and to the noise-free curve's answer (the environment
+completes a task when its noisy loss reaches the target); then the lag-1 correlation of a
+task's error from one observation to the next. ``score``
 runs greedy MARA checkpoints (``mara``: the shipped one) with an FM checkpoint on the seeds
 ``offset .. offset + n - 1``, paired with LARA. ``compare`` pairs checkpoints, A on one FM
 and B on another, and prints B - A on the same seeds, pair by pair and over all pairs.
@@ -224,20 +229,59 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
             wrap = wrap.env
         obs, _ = env.reset(seed=seed)
         pol.reset(seed)
+        wl = base.unwrapped.workload
         while env.agents:
-            e, s, r, _ = true_remaining(base.unwrapped.sim)
-            out.append(np.stack([base.unwrapped.sim.slot_n_obs[e, s], r,
-                                 wrap.cache.raw[0, s, 2]], axis=1))
+            sim = base.unwrapped.sim
+            e, s, r, budget = true_remaining(sim)
+            task, nobs, work = sim.slot_task[e, s], sim.slot_n_obs[e, s], sim.slot_work[e, s]
+            # the work until the noise-free curve reaches the target: what a forecaster
+            # that knows the curve but not the noise to come would answer
+            x_now = np.log(np.maximum(work, 1e-30)).astype(np.float64)
+            curve = first_crossing(wl.true_log_loss[task].astype(np.float64),
+                                   sim.slot_log_target[e, s].astype(np.float64), x_now) - work
+            q = wrap.cache.raw[0, s]
+            out.append(np.stack([np.full(s.size, seed), task, nobs, r, q[:, 1], q[:, 2],
+                                 q[:, 3], budget, np.clip(curve, 0, REMAINING_CAP)], axis=1))
             obs, *_ = env.step(pol.act(obs))
-    nobs, r, q = np.concatenate(out).T
-    ok = (nobs > 0) & (r > 0) & (r < REMAINING_CAP) & (q > 0) & (q < REMAINING_CAP)
+    seed, task, nobs, r, q10, q50, q90, budget, curve = np.concatenate(out).T  # task-slots
+    ok = (nobs > 0) & (r > 0) & (r < REMAINING_CAP) & (q10 > 0) & (q90 < REMAINING_CAP)
+    fits = r <= budget  # the decision a forecast serves: can the task make its deadline?
+    rng = np.random.default_rng(0)
+    print("n_obs  task-slots  median |log err| (mean signed)  P(|log err| > 1)  q10-q90 "
+          "coverage  wrong side of the deadline: FM, noisy oracle of FM's median error, "
+          "noise-free curve  the curve's median |log err|, P(> 1)")
     for name, lo, hi in (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4),
                          ("5-8", 5, 8), ("9-16", 9, 16), ("17+", 17, 10 ** 9)):
         m = ok & (nobs >= lo) & (nobs <= hi)
-        d = np.log(q[m] / r[m])
-        print(f"n_obs {name:5s} {m.sum():6d} tasks-slots  median |log err| "
-              f"{np.median(np.abs(d)):.3f}  mean signed {d.mean():+.3f}")
-
+        d = np.log(q50[m] / r[m])
+        sigma = np.median(np.abs(d)) / 0.6745
+        noisy = r[m] * np.exp(sigma * rng.standard_normal(m.sum()))
+        dc = np.log(np.maximum(curve[m], 1e-9) / r[m])
+        print(f"{name:5s} {m.sum():8d}  {np.median(np.abs(d)):.3f} ({d.mean():+.3f})  "
+              f"{np.mean(np.abs(d) > 1):.3f}  {np.mean((q10[m] <= r[m]) & (r[m] <= q90[m])):.2f}"
+              f"  {np.mean((q50[m] <= budget[m]) != fits[m]):.3f} "
+              f"{np.mean((noisy <= budget[m]) != fits[m]):.3f} "
+              f"{np.mean((curve[m] <= budget[m]) != fits[m]):.3f}  "
+              f"{np.median(np.abs(dc)):.3f} {np.mean(np.abs(dc) > 1):.3f}")
+    shifted = q50.copy()  # FM less each observation bucket's median signed error
+    for lo, hi in ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 10 ** 9)):
+        m = ok & (nobs >= lo) & (nobs <= hi)
+        shifted[m] = q50[m] / np.exp(np.median(np.log(q50[m] / r[m])))
+    print(f"wrong side of the deadline, FM less each bucket's median signed error: "
+          f"{np.mean((shifted[ok] <= budget[ok]) != fits[ok]):.3f}")
+    rates = []
+    for sigma in (0.25, 0.35, 0.5, 0.75, 1.0):
+        noisy = r[ok] * np.exp(sigma * rng.standard_normal(ok.sum()))
+        rates.append(f"{sigma} {np.mean((noisy <= budget[ok]) != fits[ok]):.3f}")
+    print(f"wrong side of the deadline, noisy oracle of one sigma: {', '.join(rates)}")
+    # persistence: the log error of a task's forecast against the one after its next
+    # observation (0: fresh errors as --noise gives them; 1: one error for a task's life)
+    seed, task, nobs, d = np.unique(np.stack([seed[ok], task[ok], nobs[ok],
+                                              np.log(q50[ok] / r[ok])], 1),
+                                    axis=0).T  # one row per forecast, in task order
+    same = (seed[1:] == seed[:-1]) & (task[1:] == task[:-1]) & (nobs[1:] == nobs[:-1] + 1)
+    print(f"lag-1 correlation of a task's log error over consecutive observations "
+          f"{np.corrcoef(d[:-1][same], d[1:][same])[0, 1]:.2f} ({same.sum()} pairs)")
 
 if __name__ == "__main__":
     cmd, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
