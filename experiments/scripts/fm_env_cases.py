@@ -283,6 +283,7 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
     print(f"lag-1 correlation of a task's log error over consecutive observations "
           f"{np.corrcoef(d[:-1][same], d[1:][same])[0, 1]:.2f} ({same.sum()} pairs)")
 
+
 if __name__ == "__main__":
     cmd, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if cmd == "collect" and len(rest) in (4, 5):
