@@ -250,10 +250,13 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
     print("n_obs  task-slots  median |log err| (mean signed)  P(|log err| > 1)  q10-q90 "
           "coverage  wrong side of the deadline: FM, noisy oracle of FM's median error, "
           "noise-free curve  the curve's median |log err|, P(> 1)")
+    shifted = q50.copy()  # FM less each observation bucket's median signed error
     for name, lo, hi in (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4),
                          ("5-8", 5, 8), ("9-16", 9, 16), ("17+", 17, 10 ** 9)):
         m = ok & (nobs >= lo) & (nobs <= hi)
         d = np.log(q50[m] / r[m])
+        if name != "all":
+            shifted[m] = q50[m] / np.exp(np.median(d))
         sigma = np.median(np.abs(d)) / 0.6745
         noisy = r[m] * np.exp(sigma * rng.standard_normal(m.sum()))
         dc = np.log(np.maximum(curve[m], 1e-9) / r[m])
@@ -263,10 +266,6 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
               f"{np.mean((noisy <= budget[m]) != fits[m]):.3f} "
               f"{np.mean((curve[m] <= budget[m]) != fits[m]):.3f}  "
               f"{np.median(np.abs(dc)):.3f} {np.mean(np.abs(dc) > 1):.3f}")
-    shifted = q50.copy()  # FM less each observation bucket's median signed error
-    for lo, hi in ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 10 ** 9)):
-        m = ok & (nobs >= lo) & (nobs <= hi)
-        shifted[m] = q50[m] / np.exp(np.median(np.log(q50[m] / r[m])))
     print(f"wrong side of the deadline, FM less each bucket's median signed error: "
           f"{np.mean((shifted[ok] <= budget[ok]) != fits[ok]):.3f}")
     rates = []

@@ -190,7 +190,8 @@ def _noisy_inputs(self: Rollout):
         self._z = np.zeros(sim.slot_task.shape)
         self._key = np.full(sim.slot_task.shape + (2,), -1, dtype=np.int64)
         self._rng = np.random.default_rng(int(self._seed))
-    key = np.stack([sim.slot_task, 0 * sim.slot_n_obs if PER_TASK else sim.slot_n_obs], axis=-1)
+    n_obs = np.zeros_like(sim.slot_n_obs) if PER_TASK else sim.slot_n_obs  # z per task
+    key = np.stack([sim.slot_task, n_obs], axis=-1)
     stale = (sim.slot_task >= 0) & (key != self._key).any(-1)
     self._z[stale] = self._rng.standard_normal(int(stale.sum()))
     self._key[stale] = key[stale]
