@@ -41,6 +41,8 @@ mara_distill = _mara("distill/mara_distill.pt")
 mara_single = _mara("single/mara_single.pt")
 """One ``mara-train --members 1`` run (seed 0): the default shipped from 2026-12-01 to
 2026-12-03, and member 0 of the shipped recipe."""
+mara_recipe4 = _mara("recipe4/mara_recipe4.pt")
+"""``mara-train --members 4``: the shipped recipe with a fourth run, distilled."""
 mara_v0 = _mara("v0/mara_default.pt")
 """The default checkpoint shipped until 2026-12-01 (best of five training seeds)."""
 mara_2m = _mara("ablation/mara_2m.pt")

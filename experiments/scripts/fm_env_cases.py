@@ -26,7 +26,9 @@ errors beyond a factor e, the q10-q90 coverage and how often q50 puts a task on 
 side of its deadline (q50 within the achievable work or not, against the truth), next to a
 noisy oracle of the same median error and to the noise-free curve's answer (the environment
 completes a task when its noisy loss reaches the target); then the lag-1 correlation of a
-task's error from one observation to the next. ``score``
+task's error from one observation to the next; then what the deadline window alone says
+about the remaining work (the window is drawn from the required work and a uniform slack),
+and FM's q50 clipped to the bounds the window implies. ``score``
 runs greedy MARA checkpoints (``mara``: the shipped one) with an FM checkpoint on the seeds
 ``offset .. offset + n - 1``, paired with LARA. ``compare`` pairs checkpoints, A on one FM
 and B on another, and prints B - A on the same seeds, pair by pair and over all pairs.
@@ -46,6 +48,11 @@ from core_env.curves import first_crossing
 from core_env.forecast import LossForecastWrapper
 from core_env.forecast.cases import ForecastCases
 from core_env.forecast.protocol import REMAINING_CAP, HistoryBatch
+
+
+BUCKETS = (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5-8", 5, 8),
+           ("9-16", 9, 16), ("17+", 17, 10 ** 9))
+"""Observation-count buckets of the ``error`` tables: (name, least, most)."""
 
 
 def collect(preset: str, offset: int, n: int, out: str,
@@ -230,6 +237,7 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
         obs, _ = env.reset(seed=seed)
         pol.reset(seed)
         wl = base.unwrapped.workload
+        n_nodes = base.unwrapped.config.cluster.n_nodes
         while env.agents:
             sim = base.unwrapped.sim
             e, s, r, budget = true_remaining(sim)
@@ -239,11 +247,17 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
             x_now = np.log(np.maximum(work, 1e-30)).astype(np.float64)
             curve = first_crossing(wl.true_log_loss[task].astype(np.float64),
                                    sim.slot_log_target[e, s].astype(np.float64), x_now) - work
+            # the deadline window and the speed-up at full parallelism: the window is
+            # ceil(slack * s* / speed-up), clipped (core_env.workload.deadline_windows)
+            window = wl.deadline[task] - wl.arrival[task]
+            speedup = np.minimum(wl.cap[task], n_nodes) ** wl.alpha[task]
             q = wrap.cache.raw[0, s]
             out.append(np.stack([np.full(s.size, seed), task, nobs, r, q[:, 1], q[:, 2],
-                                 q[:, 3], budget, np.clip(curve, 0, REMAINING_CAP)], axis=1))
+                                 q[:, 3], budget, np.clip(curve, 0, REMAINING_CAP), work,
+                                 window, speedup], axis=1))
             obs, *_ = env.step(pol.act(obs))
-    seed, task, nobs, r, q10, q50, q90, budget, curve = np.concatenate(out).T  # task-slots
+    (seed, task, nobs, r, q10, q50, q90, budget, curve, work, window,
+     speedup) = np.concatenate(out).T  # task-slots
     ok = (nobs > 0) & (r > 0) & (r < REMAINING_CAP) & (q10 > 0) & (q90 < REMAINING_CAP)
     fits = r <= budget  # the decision a forecast serves: can the task make its deadline?
     rng = np.random.default_rng(0)
@@ -251,8 +265,7 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
           "coverage  wrong side of the deadline: FM, noisy oracle of FM's median error, "
           "noise-free curve  the curve's median |log err|, P(> 1)")
     shifted = q50.copy()  # FM less each observation bucket's median signed error
-    for name, lo, hi in (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4),
-                         ("5-8", 5, 8), ("9-16", 9, 16), ("17+", 17, 10 ** 9)):
+    for name, lo, hi in BUCKETS:
         m = ok & (nobs >= lo) & (nobs <= hi)
         d = np.log(q50[m] / r[m])
         if name != "all":
@@ -273,6 +286,8 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
         noisy = r[ok] * np.exp(sigma * rng.standard_normal(ok.sum()))
         rates.append(f"{sigma} {np.mean((noisy <= budget[ok]) != fits[ok]):.3f}")
     print(f"wrong side of the deadline, noisy oracle of one sigma: {', '.join(rates)}")
+    _window_prior(base.unwrapped.config.workload, ok, nobs, r, q50, budget, work, window,
+                  speedup)
     # persistence: the log error of a task's forecast against the one after its next
     # observation (0: fresh errors as --noise gives them; 1: one error for a task's life)
     seed, task, nobs, d = np.unique(np.stack([seed[ok], task[ok], nobs[ok],
@@ -281,6 +296,34 @@ def error(preset: str, offset: int, n: int, checkpoint: str) -> None:
     same = (seed[1:] == seed[:-1]) & (task[1:] == task[:-1]) & (nobs[1:] == nobs[:-1] + 1)
     print(f"lag-1 correlation of a task's log error over consecutive observations "
           f"{np.corrcoef(d[:-1][same], d[1:][same])[0, 1]:.2f} ({same.sum()} pairs)")
+
+
+def _window_prior(w, ok, nobs, r, q50, budget, work, window, speedup) -> None:
+    """What a task's deadline window says about its remaining work: the window is drawn as
+    ``ceil(slack * s* / speed-up)`` with the slack uniform, so s* lies in
+    ``((window - 1) speed-up / slack_hi, window speed-up / slack_lo]`` (open at the window's
+    clips); the prior's answer is ``window * speed-up / mean slack - s_now``, and FM's q50
+    can be clipped to the bounds."""
+    (f_lo, f_hi), (w_lo, w_hi) = w.deadline_slack, w.window
+    s_lo = np.maximum(np.where(window <= w_lo, 0.0, (window - 1) * speedup / f_hi),
+                      w.required_work[0])
+    s_hi = np.minimum(np.where(window >= w_hi, np.inf, window * speedup / f_lo),
+                      w.required_work[1])
+    lo, hi = np.maximum(s_lo - work, 1e-3), np.maximum(s_hi - work, 1e-3)
+    prior = np.maximum(window * speedup / ((f_lo + f_hi) / 2) - work, 1e-3)
+    answers = (q50, prior, np.clip(q50, lo, hi))
+    fits = r <= budget
+    inside = np.mean((r[ok] >= lo[ok] * 0.999) & (r[ok] <= hi[ok] * 1.001))
+    print(f"the deadline window's prior (truth within its bounds {inside:.3f}); per bucket: "
+          f"median |log err|, P(|log err| > 1) and wrong side of the deadline for FM, the "
+          f"prior alone and FM clipped to the bounds")
+    for name, a, b in BUCKETS:
+        m = ok & (nobs >= a) & (nobs <= b)
+        d = [np.log(x[m] / r[m]) for x in answers]
+        print(f"{name:5s} {m.sum():8d}  "
+              + " ".join(f"{np.median(np.abs(x)):.3f}" for x in d) + "  "
+              + " ".join(f"{np.mean(np.abs(x) > 1):.3f}" for x in d) + "  "
+              + " ".join(f"{np.mean((x[m] <= budget[m]) != fits[m]):.3f}" for x in answers))
 
 
 if __name__ == "__main__":

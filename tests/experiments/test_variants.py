@@ -88,3 +88,24 @@ def test_each_lara_variant_changes_exactly_its_parameter(name):
     oracle = isinstance(forecast_wrapper(env).forecaster, OracleForecaster)
     assert oracle is name.startswith("oracle_")
     assert run_episode(env, policy, seed=0)["capacity_conflicts"] == 0
+
+
+def test_the_four_run_recipe_distils_four_default_runs_into_member_0():
+    from dataclasses import asdict
+
+    from mara_agents.train.config import PPOConfig
+
+    blob = load_checkpoint(variants.CHECKPOINTS / "recipe4" / "mara_recipe4.pt")
+    defaults = PPOConfig()
+    assert defaults.differences(blob["train_config"]) == []  # the student: member 0, seed 0
+    assert blob["env_steps"] == load_checkpoint(variants.CHECKPOINTS / "single"
+                                                / "mara_single.pt")["env_steps"]
+    record = json.loads(blob["distill"])  # the distillation's config and history
+    config = record["config"]
+    teachers = config["teacher"].split(",")
+    assert [t.rsplit("/", 2)[-2] for t in teachers] == [f"member-{i}" for i in range(4)]
+    assert config["student"] == teachers[0]
+    assert {k: config[k] for k in asdict(defaults.distill)} == asdict(defaults.distill)
+    assert len(record["history"]) == defaults.distill.iterations
+    env, policy = make_policy(SPEC.format("mara_recipe4"), core_env.parallel_env(preset="CoRE-v0"))
+    assert len(policy.models) == 1  # one MAT's inference cost
