@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -13,6 +14,7 @@ from experiments import lara_params, variants
 from mara_agents.checkpoints import load_checkpoint
 from mara_agents.mat.policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
+from mara_agents.train.config import PPOConfig
 
 SPEC = "experiments.variants:{}"
 
@@ -91,10 +93,6 @@ def test_each_lara_variant_changes_exactly_its_parameter(name):
 
 
 def test_the_four_run_recipe_distils_four_default_runs_into_member_0():
-    from dataclasses import asdict
-
-    from mara_agents.train.config import PPOConfig
-
     blob = load_checkpoint(variants.CHECKPOINTS / "recipe4" / "mara_recipe4.pt")
     defaults = PPOConfig()
     assert defaults.differences(blob["train_config"]) == []  # the student: member 0, seed 0
