@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mara_agents.checkpoints import shipped
 from mara_agents.policy import file_fingerprint, make_policy
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
@@ -31,6 +32,7 @@ def _mara(*files: str):
 
     factory.__doc__ = f"MARA on {', '.join(files)}."
     factory.fingerprint = lambda: file_fingerprint(*paths)  # stored results follow the weights
+    factory.path = paths[0] if len(paths) == 1 else tuple(paths)
     return factory
 
 
@@ -41,8 +43,12 @@ mara_distill = _mara("distill/mara_distill.pt")
 mara_single = _mara("single/mara_single.pt")
 """One ``mara-train --members 1`` run (seed 0): the default shipped from 2026-12-01 to
 2026-12-03, and member 0 of the shipped recipe."""
-mara_recipe4 = _mara("recipe4/mara_recipe4.pt")
-"""``mara-train --members 4``: the shipped recipe with a fourth run, distilled."""
+mara_recipe3 = _mara("recipe3/mara_recipe3.pt")
+"""``mara-train --members 3``: three runs (seeds 0-2) distilled, the default shipped from
+2026-12-03 to 2026-12-06."""
+mara_recipe4 = _mara(str(shipped()))
+"""``mara-train --members 4`` (four runs distilled): the shipped default since 2026-12-06,
+``make_policy("mara")``'s checkpoint."""
 mara_v0 = _mara("v0/mara_default.pt")
 """The default checkpoint shipped until 2026-12-01 (best of five training seeds)."""
 mara_2m = _mara("ablation/mara_2m.pt")

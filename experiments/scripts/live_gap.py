@@ -27,7 +27,7 @@ def residuals(folder: Path) -> dict[tuple[str, int], list[float]]:
     out: dict[tuple[str, int], list[float]] = collections.defaultdict(list)
     for path in sorted(folder.glob("*.npz")):
         rec = LiveRecord.load(path)
-        for task, _, k, work, loss in rec.obs:
+        for task, _, k, work, loss, _ in rec.obs:
             table = rec.workload.log_loss[task].astype(np.float64)
             ref = pmath.interp(np.log([work]), LOG_WORK_GRID, table)[0]
             scaling = str(rec.jobs[task].variant.get("lr_scaling", "-"))

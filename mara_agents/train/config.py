@@ -132,8 +132,8 @@ class PPOConfig:
     and skip stage 1; optimiser, counters and value normaliser start fresh."""
     progress: bool = True
     """Show a tqdm progress bar."""
-    members: int = 3
-    """The recipe: K > 1 (the default, 3: the shipped checkpoint) trains K runs with seeds
+    members: int = 4
+    """The recipe: K > 1 (the default, 4: the shipped checkpoint) trains K runs with seeds
     ``seed`` .. ``seed + K - 1`` into ``out/member-<i>`` and distils their ensemble into
     ``out/last.pt`` (see :mod:`mara_agents.train.recipe`); 1 trains one run (this config)
     into ``out``."""

@@ -92,8 +92,10 @@ def test_each_lara_variant_changes_exactly_its_parameter(name):
     assert run_episode(env, policy, seed=0)["capacity_conflicts"] == 0
 
 
-def test_the_four_run_recipe_distils_four_default_runs_into_member_0():
-    blob = load_checkpoint(variants.CHECKPOINTS / "recipe4" / "mara_recipe4.pt")
+@pytest.mark.parametrize("name,members", [("mara_recipe3", 3), ("mara_recipe4", 4)])
+def test_the_recipe_variants_distil_their_count_of_default_runs_into_member_0(name, members):
+    factory = getattr(variants, name)
+    blob = load_checkpoint(factory.path)
     defaults = PPOConfig()
     assert defaults.differences(blob["train_config"]) == []  # the student: member 0, seed 0
     assert blob["env_steps"] == load_checkpoint(variants.CHECKPOINTS / "single"
@@ -101,9 +103,9 @@ def test_the_four_run_recipe_distils_four_default_runs_into_member_0():
     record = json.loads(blob["distill"])  # the distillation's config and history
     config = record["config"]
     teachers = config["teacher"].split(",")
-    assert [t.rsplit("/", 2)[-2] for t in teachers] == [f"member-{i}" for i in range(4)]
+    assert [t.rsplit("/", 2)[-2] for t in teachers] == [f"member-{i}" for i in range(members)]
     assert config["student"] == teachers[0]
     assert {k: config[k] for k in asdict(defaults.distill)} == asdict(defaults.distill)
     assert len(record["history"]) == defaults.distill.iterations
-    env, policy = make_policy(SPEC.format("mara_recipe4"), core_env.parallel_env(preset="CoRE-v0"))
+    env, policy = make_policy(SPEC.format(name), core_env.parallel_env(preset="CoRE-v0"))
     assert len(policy.models) == 1  # one MAT's inference cost

@@ -87,7 +87,7 @@ def test_members_as_ray_tasks_train_the_same_checkpoints(recipe, tmp_path):
 
 @pytest.mark.parametrize("field,value,message", [
     ("members", 0, "members"), ("workers", -1, "workers"), ("backend", "k8s", "backend"),
-    ("resume", "runs/mara/last.pt", r"resume: the recipe \(members=3\)")])
+    ("resume", "runs/mara/last.pt", r"resume: the recipe \(members=4\)")])
 def test_bad_recipe_values_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         PPOConfig(**{field: value})
