@@ -32,7 +32,7 @@ def _mara(*files: str):
 
     factory.__doc__ = f"MARA on {', '.join(files)}."
     factory.fingerprint = lambda: file_fingerprint(*paths)  # stored results follow the weights
-    factory.path = paths[0] if len(paths) == 1 else tuple(paths)
+    factory.paths = tuple(paths)
     return factory
 
 

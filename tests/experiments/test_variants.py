@@ -95,7 +95,7 @@ def test_each_lara_variant_changes_exactly_its_parameter(name):
 @pytest.mark.parametrize("name,members", [("mara_recipe3", 3), ("mara_recipe4", 4)])
 def test_the_recipe_variants_distil_their_count_of_default_runs_into_member_0(name, members):
     factory = getattr(variants, name)
-    blob = load_checkpoint(factory.path)
+    blob = load_checkpoint(factory.paths[0])
     defaults = PPOConfig()
     assert defaults.differences(blob["train_config"]) == []  # the student: member 0, seed 0
     assert blob["env_steps"] == load_checkpoint(variants.CHECKPOINTS / "single"
