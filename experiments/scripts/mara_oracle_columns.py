@@ -10,19 +10,20 @@ forecaster's.
     python experiments/scripts/mara_oracle_columns.py train --observed --members 1 --out runs/obs_0
     python experiments/scripts/mara_oracle_columns.py train --observed --curve --members 1 --out runs/c0
     python experiments/scripts/mara_oracle_columns.py score CoRE-v0 100 48 runs/c0/last.pt --observed --curve
+    python experiments/scripts/mara_oracle_columns.py score CoRE-v0 0 50 runs/c0/last.pt,runs/c1/last.pt --observed --curve --bounds results/schedule/bounds.csv
 
-``train`` is ``mara-train`` (every flag) with the forecast columns of the batched
-simulator replaced by :func:`cached_oracle_columns` (the true remaining work, as the cached
-oracle wrapper shows it) in the imitation stage and in PPO; the FM forecaster is never
-called. The checkpoint's ``train_config`` still names its ``forecaster`` flag: load it only
-through ``score``. ``score`` runs greedy MARA for each checkpoint (``mara``: the shipped one)
-in ``LossForecastWrapper(env, OracleForecaster.for_env(env), cache=True)`` on the seeds
-``offset .. offset + n - 1`` of a preset, with LARA (WLS columns) and the oracle-informed
-greedy scheduler on the same seeds, and prints each policy's mean and its paired difference
-to LARA (95% t interval). ``check`` runs the oracle-informed greedy scheduler in that wrapper
-and asserts that its columns equal :func:`cached_oracle_columns` of the env's own simulator
-state at every slot (to 1e-4), i.e. that ``score`` shows a checkpoint the inputs it was
-trained on.
+``train`` is ``mara-train`` (every flag) with the forecast columns of the batched simulator
+replaced by :func:`cached_oracle_columns` (the true remaining work, as the cached oracle
+wrapper shows it) in the imitation stage and in PPO; the FM forecaster is never called. The
+checkpoint's ``train_config`` still names its ``forecaster`` flag: load it only through
+``score``. ``score`` runs greedy MARA for each checkpoint (``mara``: the shipped one;
+``a.pt,b.pt``: their ensemble) in ``LossForecastWrapper(env, OracleForecaster.for_env(env),
+cache=True)`` on the seeds ``offset .. offset + n - 1`` of a preset, with LARA (WLS columns)
+and the oracle-informed greedy scheduler on the same seeds, and prints each policy's mean
+and its paired difference to LARA (95% t interval). ``check`` runs the oracle-informed
+greedy scheduler in that wrapper and asserts that its columns equal
+:func:`cached_oracle_columns` of the env's own simulator state at every slot (to 1e-4), i.e.
+that ``score`` shows a checkpoint the inputs it was trained on.
 
 ``--noise SIGMA`` (train and score) replaces the truth by a calibrated forecaster of known
 accuracy: every forecast's median is the true remaining work times ``exp(SIGMA * z)``, ``z``
@@ -41,6 +42,9 @@ knows every curve exactly but not the noise still to come.
 ``--per-task`` (train, score, with ``--noise``) draws ``z`` once per task and keeps it for
 the task's life, i.e. errors as persistent as a forecaster's that misreads a curve family,
 where the default's errors are independent from one observation to the next.
+``--bounds BOUNDS.CSV`` (score) adds each policy's mean share of the clairvoyant bound
+(completed / bound per seed, 95% t interval), the bounds read from the ``bounds.csv`` of a
+``mara-bench schedule`` run that covers the seeds (docs/bound.md).
 """
 
 from __future__ import annotations
@@ -281,31 +285,53 @@ def _forecaster(base) -> OracleForecaster:
     return OracleForecaster.for_env(base)
 
 
-def score(preset: str, offset: int, n: int, checkpoints: list[str]) -> None:
+def read_bounds(path: str, preset: str, seeds: range) -> np.ndarray:
+    """The clairvoyant bound of each seed: the ``bound`` column of a ``bounds.csv`` that
+    ``mara-bench schedule`` wrote (docs/bound.md), for ``preset``."""
+    import csv
+
+    with open(path, newline="") as f:
+        found = {int(r["seed"]): int(r["bound"]) for r in csv.DictReader(f)
+                 if r["preset"] == preset}
+    missing = [s for s in seeds if s not in found]
+    if missing:
+        raise SystemExit(f"--bounds: {path} has no {preset} bound for seeds {missing[:5]}"
+                         f"{' ...' if len(missing) > 5 else ''}")
+    return np.array([found[s] for s in seeds], dtype=float)
+
+
+def score(preset: str, offset: int, n: int, checkpoints: list[str],
+          bounds: str | None = None) -> None:
     seeds = range(offset, offset + n)
-    rates: dict[str, list[float]] = {}
+    bound = None if bounds is None else read_bounds(bounds, preset, seeds)
+    episodes: dict[str, list[dict]] = {}
     for name in ("lara", "oracle_greedy"):
         env, pol = make_policy(name, core_env.parallel_env(preset=preset))
-        rates[name] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
+        episodes[name] = [run_episode(env, pol, seed=s) for s in seeds]
     for ck in checkpoints:
         base = core_env.parallel_env(preset=preset)
-        kw = {} if ck == "mara" else {"checkpoint": ck}
+        kw = {} if ck == "mara" else {"checkpoint": ck.split(",")}  # a,b: an ensemble
         env, pol = make_policy("mara", base, forecaster=_forecaster(base), **kw)
-        rates[ck] = [run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]
-    lara = 100 * np.asarray(rates["lara"])
-    for name, r in rates.items():
-        d = 100 * np.asarray(r) - lara
+        episodes[ck] = [run_episode(env, pol, seed=s) for s in seeds]
+    lara = 100 * np.array([e["completion_rate"] for e in episodes["lara"]])
+    for name, eps in episodes.items():
+        r = 100 * np.array([e["completion_rate"] for e in eps])
+        d = r - lara
         lo, hi = (stats.t.interval(0.95, len(d) - 1, d.mean(), stats.sem(d))
                   if d.any() else (0.0, 0.0))
-        print(f"{name:40s} {100 * np.mean(r):6.2f}%  - LARA {d.mean():+6.2f} "
-              f"({lo:+.2f}, {hi:+.2f})")
+        line = f"{name:40s} {r.mean():6.2f}%  - LARA {d.mean():+6.2f} ({lo:+.2f}, {hi:+.2f})"
+        if bound is not None:
+            share = np.array([e["completed"] for e in eps]) / bound
+            slo, shi = stats.t.interval(0.95, len(share) - 1, share.mean(), stats.sem(share))
+            line += f"  of bound {share.mean():.3f} ({slo:.3f}, {shi:.3f})"
+        print(line)
 
 
 if __name__ == "__main__":
     usage = ("usage: mara_oracle_columns.py {train [--noise S] [--observed] [--per-task] "
              "[--curve] MARA-TRAIN-FLAGS | check PRESET OFFSET N [--observed] [--curve] | "
              "score PRESET OFFSET N CHECKPOINT... [--noise S] [--observed] [--per-task] "
-             "[--curve]}")
+             "[--curve] [--bounds BOUNDS.CSV]}")
     if len(sys.argv) < 2:
         raise SystemExit(usage)
     cmd, rest = sys.argv[1], sys.argv[2:]
@@ -334,6 +360,14 @@ if __name__ == "__main__":
             raise SystemExit("--per-task: draws the error of --noise; give --noise SIGMA too")
         PER_TASK = True
         rest.remove("--per-task")
+    bounds = None
+    if "--bounds" in rest:
+        i = rest.index("--bounds")
+        if cmd != "score" or i + 1 >= len(rest):
+            raise SystemExit("--bounds: score only, followed by a bounds.csv of mara-bench "
+                             "schedule")
+        bounds = rest[i + 1]
+        del rest[i:i + 2]
     if isinstance(NOISE, tuple) and not OBSERVED:
         raise SystemExit("--noise: a sigma per observation count needs --observed (a task "
                          "never run has no count to look up)")
@@ -347,6 +381,6 @@ if __name__ == "__main__":
             raise SystemExit("check: compares the truth's columns; --noise does not apply")
         check(rest[0], int(rest[1]), int(rest[2]))
     elif cmd == "score":
-        score(rest[0], int(rest[1]), int(rest[2]), rest[3:])
+        score(rest[0], int(rest[1]), int(rest[2]), rest[3:], bounds)
     else:
         raise SystemExit(f"unknown command {cmd!r}: expected train, check or score")
