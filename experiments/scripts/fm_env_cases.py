@@ -10,31 +10,31 @@ cases").
     python experiments/scripts/fm_env_cases.py mara runs/fm_env/fm.pt -- --members 1 --out runs/m
     python experiments/scripts/fm_env_cases.py score CoRE-v0 100 48 runs/fm_env/fm.pt runs/m/last.pt
 
-``collect`` runs LARA and greedy MARA (every other seed; or the policies named, seed
-by seed in turn) on the seeds ``offset .. offset + n
-- 1`` of a preset and keeps, at every slot, each visible task that has a new observation: its
-observed history (as the simulator keeps it), ln target, observed loss table and true
-remaining work, i.e. a :class:`~core_env.forecast.cases.ForecastCases` with the
-environment's own observation schedule (one observation after a task's first slot, the
-work of the nodes the policy gave it) and its own mix of prefixes. ``train`` is
-``mara-train-forecaster`` (every flag after ``--``) with a fraction ``W`` of the training
-and validation cases drawn from the collected ones (the validation cases from its last
-tenth, which training never sees) and the rest from the synthetic ``train`` mix as usual.
-``error`` prints the median |ln(q50 / truth)| of a checkpoint (or ``fm_default``) on the
-tasks greedy MARA sees, by number of observations, with the mean signed error, the share of
-errors beyond a factor e, the q10-q90 coverage and how often q50 puts a task on the wrong
-side of its deadline (q50 within the achievable work or not, against the truth), next to a
-noisy oracle of the same median error and to the noise-free curve's answer (the environment
-completes a task when its noisy loss reaches the target); then the lag-1 correlation of a
-task's error from one observation to the next; then what the deadline window alone says
-about the remaining work (the window is drawn from the required work and a uniform slack),
-and FM's q50 clipped to the bounds the window implies. ``score``
-runs greedy MARA checkpoints (``mara``: the shipped one) with an FM checkpoint on the seeds
-``offset .. offset + n - 1``, paired with LARA. ``compare`` pairs checkpoints, A on one FM
-and B on another, and prints B - A on the same seeds, pair by pair and over all pairs.
-``mara`` is ``mara-train`` (every flag after ``--``) on the forecast columns of an FM
-checkpoint, registered under the name ``fm-env`` for this process (so ``--members 1``: the
-recipe's worker processes would not see the name).
+``collect`` runs LARA and greedy MARA (every other seed; or the policies named, seed by seed
+in turn) on the seeds ``offset .. offset + n - 1`` of a preset and keeps, at every slot,
+each visible task that has a new observation: its observed history (as the simulator keeps
+it), ln target, observed loss table and true remaining work, i.e. a
+:class:`~core_env.forecast.cases.ForecastCases` with the environment's own observation
+schedule (one observation after a task's first slot, the work of the nodes the policy gave
+it) and its own mix of prefixes. ``train`` is ``mara-train-forecaster`` (every flag after
+``--``) with a fraction ``W`` of the training and validation cases drawn from the collected
+ones (the validation cases from its last tenth, which training never sees) and the rest from
+the synthetic ``train`` mix as usual. ``error`` prints the median |ln(q50 / truth)| of a
+checkpoint (or ``fm_default``) on the tasks greedy MARA sees, by number of observations,
+with the mean signed error, the share of errors beyond a factor e, the q10-q90 coverage and
+how often q50 puts a task on the wrong side of its deadline (q50 within the achievable work
+or not, against the truth), next to a noisy oracle of the same median error and to the
+noise-free curve's answer (the environment completes a task when its noisy loss reaches the
+target); then the lag-1 correlation of a task's error from one observation to the next; then
+what the deadline window alone says about the remaining work (the window is drawn from the
+required work and a uniform slack), and FM's q50 clipped to the bounds the window implies.
+``score`` runs greedy MARA checkpoints (``mara``: the shipped one; ``a.pt,b.pt``: their
+ensemble) with an FM checkpoint on the seeds ``offset .. offset + n - 1``, paired with LARA.
+``compare`` pairs checkpoints, A on one FM and B on another, and prints B - A on the same
+seeds, pair by pair and over all pairs. ``mara`` is ``mara-train`` (every flag after ``--``)
+on the forecast columns of an FM checkpoint, registered under the name ``fm-env`` for this
+process (so ``--members 1``, or ``--workers 1`` for the recipe's members one after another
+in this process: worker processes would not see the name).
 """
 
 from __future__ import annotations
@@ -156,9 +156,11 @@ def train_mara(fm_checkpoint: str, argv: list[str]) -> int:
     if path.suffix != ".pt" or not path.is_file():
         raise ValueError(f"FMCKPT: expected an FM checkpoint file (.pt), got {fm_checkpoint}")
     flags = [t for a in argv for t in a.split("=", 1)]  # --members=1 as --members 1
-    if ["--members", "1"] not in [flags[i:i + 2] for i in range(len(flags) - 1)]:
-        raise ValueError("mara: pass --members 1 (the recipe's worker processes would not "
-                         "see the fm-env name)")
+    pairs = [flags[i:i + 2] for i in range(len(flags) - 1)]
+    if ["--members", "1"] not in pairs and ["--workers", "1"] not in pairs:
+        raise ValueError("mara: pass --members 1, or --workers 1 for the recipe in this "
+                         "process (the recipe's worker processes would not see the fm-env "
+                         "name)")
     if any(a.startswith("--forecaster") for a in argv):
         raise ValueError("mara: no --forecaster (the FM checkpoint given is the forecaster)")
     registry.FM_CHECKPOINTS["fm-env"] = str(path.with_suffix(""))  # pretrained() adds .pt
@@ -199,7 +201,7 @@ def _paired(d: np.ndarray) -> str:
 def _rates(preset: str, seeds: range, fm_checkpoint: str, checkpoint: str) -> np.ndarray:
     from mara_agents.policy import make_policy, run_episode
 
-    kw = {} if checkpoint == "mara" else {"checkpoint": checkpoint}
+    kw = {} if checkpoint == "mara" else {"checkpoint": checkpoint.split(",")}  # a,b: ensemble
     env, pol = make_policy("mara", core_env.parallel_env(preset=preset),
                            forecaster=_fm(fm_checkpoint), **kw)
     return np.array([run_episode(env, pol, seed=s)["completion_rate"] for s in seeds]) * 100
