@@ -49,6 +49,7 @@ where the default's errors are independent from one observation to the next.
 
 from __future__ import annotations
 
+import csv
 import importlib
 import sys
 
@@ -288,8 +289,6 @@ def _forecaster(base) -> OracleForecaster:
 def read_bounds(path: str, preset: str, seeds: range) -> np.ndarray:
     """The clairvoyant bound of each seed: the ``bound`` column of a ``bounds.csv`` that
     ``mara-bench schedule`` wrote (docs/bound.md), for ``preset``."""
-    import csv
-
     with open(path, newline="") as f:
         found = {int(r["seed"]): int(r["bound"]) for r in csv.DictReader(f)
                  if r["preset"] == preset}
