@@ -62,7 +62,7 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
         ValueError: no checkpoints, a checkpoint that does not load, fewer than 2 seeds or
             workers < 1.
     """
-    from mara_agents.checkpoints import load_checkpoint
+    from mara_agents.mat.checkpoint import load_checkpoint
 
     if not checkpoints:
         raise ValueError("checkpoints: expected at least one checkpoint file")

@@ -214,7 +214,7 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--policies: expected at least two (the last is the baseline), got "
                          f"{args.policies}")
     elif args.suite == "checkpoints":
-        from mara_agents.checkpoints import load_checkpoint
+        from mara_agents.mat.checkpoint import load_checkpoint
 
         for name in args.checkpoints:  # a clear error here, not in a worker
             for member in name.split(","):

@@ -125,7 +125,7 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
             without RLlib's environment, before anything runs.
     """
     import core_env
-    from mara_agents.checkpoints import shipped
+    from mara_agents.mat.checkpoint import shipped
 
     for name, value, low in (("env_steps", env_steps, 1), ("seeds", seeds, 2),
                              ("workers", workers, 1)):

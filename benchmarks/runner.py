@@ -5,7 +5,7 @@ the specs that have no stored result yet, writes each result as soon as it is do
 (:mod:`benchmarks.store`), and returns every spec's result in order, so an interrupted run
 resumes without recomputing finished episodes. Episodes run in this process
 (``workers=1``), on a local pool of ``workers`` processes that die with this one
-(:func:`core_env.processes.worker_pool`), or as Ray tasks (``backend="ray"``, the ``ray``
+(:func:`benchmarks.processes.worker_pool`), or as Ray tasks (``backend="ray"``, the ``ray``
 extra); every episode is a pure function of its spec, so all three give identical results.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import store
-from core_env.processes import worker_pool
+from benchmarks.processes import worker_pool
 
 BACKENDS = ("local", "ray")
 """Where episodes run."""

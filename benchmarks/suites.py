@@ -76,7 +76,7 @@ def suite_policies(suite: str) -> tuple[str, ...]:
     """The policies a suite runs by default (see :data:`SUITES`)."""
     if SUITES[suite].policies is not None:
         return SUITES[suite].policies
-    from mara_agents.checkpoints import shipped  # torch: only when a suite asks
+    from mara_agents.mat.checkpoint import shipped  # torch: only when a suite asks
 
     names = list(BASELINES)
     if shipped().is_file():

@@ -23,7 +23,7 @@ from core_env.layout import Layout, observation_layout, state_layout
 from core_env.masks import sequential_mask, sequential_masks
 from core_env.observe import ObsBlocks, assemble
 from core_env.presets import PRESETS, make_config
-from core_env.registry import register_presets
+from core_env.registration import register_presets
 from core_env.workload import Workload, generate_workload
 
 __version__ = "0.1.0"

@@ -38,9 +38,9 @@ from core_env.state import ACTIVE, EXPIRED, QUEUED, SLOPE_LAG, SUCCEEDED, BatchS
 
 BACKENDS = ("numba", "numpy")
 """Implementations of :func:`step`, :func:`arrive` and the observations: ``"numba"``, the
-compiled kernels of :mod:`core_env._kernels` (the default when numba is installed: the
+compiled kernels of :mod:`core_env._dynamics_numba` (the default when numba is installed: the
 ``fast`` extra), and ``"numpy"``, the vectorised code of this module (the reference). Both
-give the same bits; ``tests/core_env/test_kernels.py`` checks it."""
+give the same bits; ``tests/core_env/test_dynamics_numba.py`` checks it."""
 
 
 def default_backend() -> str:
@@ -389,8 +389,8 @@ def _hooked(loss_hook: Callable, trained: TrainedSlots
 
 def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
                    loss_hook: Callable | None) -> StepResult:
-    """:func:`step` on the compiled kernels of :mod:`core_env._kernels` (the same result)."""
-    from core_env._kernels import apply, finish, resolve, table_losses
+    """:func:`step` on the compiled kernels of :mod:`core_env._dynamics_numba` (the same result)."""
+    from core_env._dynamics_numba import apply, finish, resolve, table_losses
 
     actions = np.ascontiguousarray(actions, dtype=np.int64)
     bsz, n = actions.shape
@@ -432,7 +432,7 @@ def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
 
 def _compiled_arrive(s: BatchState, rows: np.ndarray | None) -> None:
     """:func:`arrive` on the compiled kernel."""
-    from core_env._kernels import arrive
+    from core_env._dynamics_numba import arrive
 
     if rows is None:
         rows = np.ones(s.batch_size, dtype=np.bool_)

@@ -59,7 +59,7 @@ class Observer:
         cfg: the environment configuration.
         batch_size: B.
         backend: ``"numpy"`` (this module's code, the reference) or ``"numba"`` (the
-            compiled kernel of :mod:`core_env._kernels`; the same bits).
+            compiled kernel of :mod:`core_env._dynamics_numba`; the same bits).
     """
 
     def __init__(self, cfg: CoreConfig, batch_size: int, backend: str = "numpy") -> None:
@@ -161,10 +161,10 @@ class Observer:
         """Fill the blocks every observation is made of: :attr:`globals` [B, G],
         :attr:`nodes` [B, N, NF] and the shared task table :attr:`table` [B, K, F]."""
         if self.backend == "numba":
-            from core_env import _kernels
+            from core_env import _dynamics_numba
             tcol, gcol, ncol = self._kcols
             w = self.max_window
-            _kernels.observe(
+            _dynamics_numba.observe(
                 s.t, s.queued, s.last_task, s.last_slot, s.speed, s.status, s.w_deadline,
                 s.queue_head, s.next_task, s.slot_task, s.slot_arrival, s.slot_deadline,
                 s.slot_cap, s.slot_alpha, s.slot_rate, s.slot_log1p_work, s.slot_log_loss,

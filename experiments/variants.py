@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mara_agents.checkpoints import shipped
+from mara_agents.mat.checkpoint import shipped
 from mara_agents.policy import file_fingerprint, make_policy
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"

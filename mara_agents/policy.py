@@ -136,7 +136,7 @@ def policy_fingerprint(spec: str) -> str | None:
     recomputes stored episodes whose policy has changed since.
     """
     if spec == MARA:
-        from mara_agents.checkpoints import shipped
+        from mara_agents.mat.checkpoint import shipped
 
         return file_fingerprint(shipped())
     if spec in BASELINES:
@@ -260,9 +260,9 @@ def _make_baseline(name: str, env: Any, forecaster: Any, **kwargs: Any) -> tuple
 def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
                **kwargs: Any) -> tuple[Any, Policy]:
     """MARA in the cached forecast wrapper its checkpoint was trained with (see
-    :func:`mara_agents.mat.policy.mara_env`)."""
+    :func:`mara_agents.mat.mara_policy.mara_env`)."""
     from core_env.forecast import LossForecastWrapper, forecast_wrapper
-    from mara_agents.mat.policy import MARAPolicy, mara_env
+    from mara_agents.mat.mara_policy import MARAPolicy, mara_env
 
     if forecaster is not None:
         if forecast_wrapper(env) is not None or fm_steps is not None:

@@ -87,7 +87,7 @@ def test_a_floor_never_imports_the_floors_above(lower, upper):
 
 
 def test_inference_imports_no_training_code():
-    inference = ["mara_agents.policy", "mara_agents.mat.policy", "mara_agents.checkpoints",
+    inference = ["mara_agents.policy", "mara_agents.mat.mara_policy", "mara_agents.mat.checkpoint",
                  "mara_agents.forecast.forecaster"]
     seen, todo = set(), list(inference)
     while todo:
@@ -103,7 +103,7 @@ def test_inference_imports_no_training_code():
 
 def test_the_structure_checks_find_what_they_look_for():
     assert "core_env.forecast.protocol" in GRAPH["core_env.forecast.wrapper"]
-    assert "mara_agents.mat.model" in GRAPH["mara_agents.checkpoints"]
+    assert "mara_agents.mat.model" in GRAPH["mara_agents.mat.checkpoint"]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES

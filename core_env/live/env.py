@@ -52,7 +52,8 @@ from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
-from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, cpu_count, shared_makespan
+from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, shared_makespan
+from core_env.utils.system import cpu_count
 from core_env.live.workload import LiveWorkload, generate_live_workload
 from core_env.workload import Workload, validate_workload
 

@@ -97,14 +97,6 @@ class SlotResult(NamedTuple):
     units: int = 0
 
 
-def cpu_count() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
-
-
 def shared_makespan(seconds: Sequence[float], cpus: int, max_running: int) -> float:
     """The wall time ``seconds`` of CPU work (one job each) take on ``cpus`` CPUs with no
     overhead at all: at most ``max_running`` jobs at once, the longest first, the CPUs shared

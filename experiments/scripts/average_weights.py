@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from mara_agents import checkpoints
-from mara_agents.checkpoints import load_checkpoint
+from mara_agents import safe_io
+from mara_agents.mat.checkpoint import load_checkpoint
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
              for k in blobs[0]["state_dict"]}
     blob = {k: v for k, v in blobs[0].items() if k not in ("optimizer", "integrity")}
     blob["state_dict"] = state
-    checkpoints.save(out, blob)
+    safe_io.save(out, blob)
     print(f"wrote {out}: the mean of {len(files)} checkpoints' weights")
 
 

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from core_env.live import LiveSchedulerEnv, LocalRuntime, live_config
-from core_env.live.runtime import cpu_count
+from core_env.utils.system import cpu_count
 
 
 def episode(preset: str, policy_name: str, seed: int, runtime: LocalRuntime) -> dict:

@@ -44,7 +44,7 @@ import torch
 
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
-from mara_agents import checkpoints
+from mara_agents import safe_io
 from mara_agents.forecast.crossing import crossing_offsets
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
 from mara_agents.forecast.numpy_sampler import NumpySampler
@@ -156,7 +156,7 @@ class FlowMatchingForecaster(BaseForecaster):
         """Load a checkpoint written by :meth:`save` (``torch.load(weights_only=True)``;
         ``backend`` as for the class).
 
-        The file is checked before it is trusted (:func:`mara_agents.checkpoints.load`:
+        The file is checked before it is trusted (:func:`mara_agents.safe_io.load`:
         every zip record's CRC-32, a ``weights_only`` unpickling that refuses code, the
         integrity record and finite weights), then its format and shapes.
 
@@ -169,7 +169,7 @@ class FlowMatchingForecaster(BaseForecaster):
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no FM forecaster checkpoint at {path}")
-        ckpt = checkpoints.load(path, "FM forecaster checkpoint")
+        ckpt = safe_io.load(path, "FM forecaster checkpoint")
         net, sampler = from_checkpoint(ckpt, str(path))
         unknown = sorted(set(sampler_overrides) - {f.name for f in fields(SamplerConfig)})
         if unknown:
@@ -187,7 +187,7 @@ class FlowMatchingForecaster(BaseForecaster):
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`checkpoint` to ``path`` (``.pt``)."""
-        checkpoints.save(path, self.checkpoint())
+        safe_io.save(path, self.checkpoint())
 
     # ------------------------------------------------------------------ forecasting
     def sample_trajectories(self, batch: HistoryBatch, log_targets: np.ndarray,

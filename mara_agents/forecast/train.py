@@ -54,7 +54,7 @@ from tqdm import tqdm
 
 from core_env.forecast.cases import ForecastCases, make_cases
 from core_env.forecast.protocol import HistoryBatch
-from mara_agents.train.cli import parse_config
+from core_env.utils.dataclass_cli import parse_config
 from mara_agents.forecast.calibrate import evaluate, fit_spread
 from mara_agents.forecast.forecaster import FlowMatchingForecaster, SamplerConfig
 from mara_agents.forecast.matcher import ConditionalFlowMatcher

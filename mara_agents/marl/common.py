@@ -2,7 +2,7 @@
 per-node actor and the policy that runs it.
 
 **Model files** (format ``"mara-marl/1"``) are checked ``.pt`` dicts written by
-:func:`mara_agents.checkpoints.save` (an integrity record, verified on load, no pickled
+:func:`mara_agents.safe_io.save` (an integrity record, verified on load, no pickled
 objects): ``algorithm``, ``preset``, ``seed``, ``env_steps`` (the budget trained for),
 ``wall_seconds``, ``library`` (name and version), ``config`` (the algorithm's settings),
 ``layout`` (``n_nodes``, ``n_actions``, ``obs_dim``, ``state_dim``), ``curve`` (the training
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from mara_agents import checkpoints
+from mara_agents import safe_io
 
 MODEL_FORMAT = "mara-marl/1"
 """Format tag of the MARL model files."""
@@ -55,7 +55,7 @@ def save_model(path: str | Path, algorithm: str, preset: str, seed: int, env_ste
             "env_steps": env_steps, "wall_seconds": time.perf_counter() - started,
             "library": {"name": library, "version": importlib.metadata.version(library)},
             "config": config, "layout": layout, "curve": curve.as_dict(), **weights}
-    checkpoints.save(path, blob)
+    safe_io.save(path, blob)
     return Path(path)
 
 
@@ -66,7 +66,7 @@ def load_model(path: str | Path, algorithm: str | None = None) -> dict[str, Any]
         ValueError: ``"<path>: ..."``: unreadable, corrupted, not a MARL model, or a model of
             another algorithm than ``algorithm``.
     """
-    blob = checkpoints.load(path, "MARL model")
+    blob = safe_io.load(path, "MARL model")
     if blob.get("format") != MODEL_FORMAT:
         raise ValueError(f"{path}: not a MARL model: expected format {MODEL_FORMAT!r}, got "
                          f"{blob.get('format')!r}")

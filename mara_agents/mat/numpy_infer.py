@@ -1,5 +1,5 @@
 """Greedy MARA inference in numpy: the MAT's encoder and greedy decoder on a snapshot of its
-weights, for single-environment scheduling (:class:`~mara_agents.mat.policy.MARAPolicy`).
+weights, for single-environment scheduling (:class:`~mara_agents.mat.mara_policy.MARAPolicy`).
 
 At batch size 1 the MAT's tensors are tiny (33 tokens of width 64), so torch's per-operation
 dispatch, not arithmetic, dominates its cost; numpy's per-operation cost is several times

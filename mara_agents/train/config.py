@@ -11,7 +11,7 @@ from typing import Any
 import core_env
 from mara_agents.forecast.registry import DEFAULT_FORECASTER, FORECASTERS
 from mara_agents.mat.model import MATConfig
-from mara_agents.train.cli import check_ints
+from core_env.utils.checks import check_ints
 
 
 RECIPE_BACKENDS = ("local", "ray")

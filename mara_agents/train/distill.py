@@ -37,13 +37,15 @@ import torch
 from tqdm import tqdm
 
 import core_env
-from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, save, shipped
+from mara_agents.safe_io import save
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, shipped
 from mara_agents.forecast.registry import make_forecaster
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, Inputs
-from mara_agents.mat.policy import checkpoint_forecaster
-from mara_agents.train.cli import check_ints, parse_config
+from mara_agents.mat.mara_policy import checkpoint_forecaster
+from core_env.utils.checks import check_ints
+from core_env.utils.dataclass_cli import parse_config
 from mara_agents.train.config import DistillStage
 from mara_agents.train.rollout import Rollout
 

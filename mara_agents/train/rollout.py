@@ -18,7 +18,7 @@ import numpy as np
 import core_env
 from core_env.forecast.cache import ForecastCache
 from core_env.state import BatchState
-from mara_agents.checkpoints import wrapped_layout
+from mara_agents.mat.checkpoint import wrapped_layout
 from mara_agents.mat.inputs import inputs_from_batched
 from mara_agents.mat.model import Inputs
 

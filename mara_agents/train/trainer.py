@@ -40,7 +40,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, save_checkpoint
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from mara_agents.forecast.registry import make_forecaster
 from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, init_weights

@@ -13,7 +13,7 @@ import pytest
 
 import core_env
 from benchmarks import suites
-from mara_agents import checkpoints
+from mara_agents.mat import checkpoint
 from mara_agents.policy import make_policy, run_episode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,10 +61,10 @@ hooked.make_env = lambda env: env  # the optional hook (here: no wrapper)
 
 
 def test_mara_joins_the_suite_only_when_its_checkpoint_is_shipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "WEIGHTS_DIR", tmp_path)
+    monkeypatch.setattr(checkpoint, "WEIGHTS_DIR", tmp_path)
     for suite in ("default", "schedule"):
         assert "mara" not in suites.suite_policies(suite)
-    (tmp_path / checkpoints.DEFAULT_CHECKPOINT).write_bytes(b"x")
+    (tmp_path / checkpoint.DEFAULT_CHECKPOINT).write_bytes(b"x")
     for suite in ("default", "schedule"):
         names = suites.suite_policies(suite)
         assert names[names.index("lara") + 1] == "mara"
@@ -183,5 +183,5 @@ def test_stored_episodes_follow_the_policy_fingerprint(tmp_path, monkeypatch):
     assert len(list((tmp_path / "episodes").glob("*.corrupt"))) == 2  # both seeds redone
     lara = tmp_path / "episodes" / "CoRE-Small-v0__lara__0.json"
     assert "policy_hash" not in lara.read_text()  # code-only policies carry none
-    assert policy_fingerprint("mara") == file_fingerprint(checkpoints.shipped())
+    assert policy_fingerprint("mara") == file_fingerprint(checkpoint.shipped())
     assert policy_fingerprint("experiments.variants:mara_v0") != policy_fingerprint("mara")

@@ -264,7 +264,7 @@ def test_no_policy_beats_the_bound(preset):
 @pytest.mark.slow
 def test_mara_does_not_beat_the_bound():
     """The shipped MARA checkpoint (trained for CoRE-v0) on two seeds."""
-    from mara_agents.checkpoints import shipped
+    from mara_agents.mat.checkpoint import shipped
     if not shipped().is_file():
         pytest.skip("no shipped MARA checkpoint")
     _check_policies(["mara"], "CoRE-v0", range(2))

@@ -11,8 +11,8 @@ import pytest
 import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster
 from experiments import lara_params, variants
-from mara_agents.checkpoints import load_checkpoint
-from mara_agents.mat.policy import MARAPolicy
+from mara_agents.mat.checkpoint import load_checkpoint
+from mara_agents.mat.mara_policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.config import PPOConfig
 

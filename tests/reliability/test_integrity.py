@@ -30,9 +30,9 @@ torch = pytest.importorskip("torch")
 from benchmarks import plots, report, runner  # noqa: E402
 from benchmarks.runner import EpisodeSpec  # noqa: E402
 from benchmarks.testing import synthetic_episode  # noqa: E402
-from mara_agents import checkpoints  # noqa: E402
+from mara_agents import safe_io  # noqa: E402
 from mara_agents.forecast.forecaster import FlowMatchingForecaster  # noqa: E402
-from mara_agents.checkpoints import load_checkpoint, shipped  # noqa: E402
+from mara_agents.mat.checkpoint import load_checkpoint, shipped  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = shipped()
@@ -93,7 +93,7 @@ def test_nan_weights_are_refused_even_with_a_fresh_record(tmp_path):
     name = next(iter(blob["state_dict"]))
     blob["state_dict"][name] = torch.full_like(blob["state_dict"][name], float("nan"))
     path = tmp_path / "nan.pt"
-    checkpoints.save(path, blob)
+    safe_io.save(path, blob)
     with pytest.raises(ValueError, match=f"'state_dict/{name}' holds non-finite"):
         load_checkpoint(path)
 
@@ -108,7 +108,7 @@ def test_malformed_entries_are_one_value_error_naming_the_file(tmp_path, change,
     blob = torch.load(SHIPPED, weights_only=True)
     change(blob)
     path = tmp_path / "odd.pt"
-    checkpoints.save(path, blob)
+    safe_io.save(path, blob)
     with pytest.raises(ValueError, match=match) as err:
         load_checkpoint(path)
     assert str(path) in str(err.value)
@@ -124,7 +124,7 @@ def test_weights_that_do_not_fit_name_the_file(tmp_path, change, match):
     blob = torch.load(SHIPPED, weights_only=True)
     change(blob)
     path = tmp_path / "odd.pt"
-    checkpoints.save(path, blob)
+    safe_io.save(path, blob)
     with pytest.raises(ValueError, match=match) as err:
         make_policy("mara", core_env.parallel_env(preset="CoRE-v0"), checkpoint=path)
     assert str(path) in str(err.value)
@@ -132,7 +132,7 @@ def test_weights_that_do_not_fit_name_the_file(tmp_path, change, match):
 
 def test_a_file_without_a_record_loads_with_a_warning_naming_it(tmp_path):
     blob = torch.load(SHIPPED, weights_only=True)
-    blob.pop(checkpoints.INTEGRITY_KEY)
+    blob.pop(safe_io.INTEGRITY_KEY)
     path = tmp_path / "legacy.pt"
     torch.save(blob, path)
     with pytest.warns(UserWarning, match="no integrity record") as rec:
@@ -147,8 +147,8 @@ def test_the_shipped_files_carry_integrity_records():
     for f in files:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            blob = checkpoints.load(f)
-        assert blob[checkpoints.INTEGRITY_KEY] == checkpoints.integrity_record(blob), f
+            blob = safe_io.load(f)
+        assert blob[safe_io.INTEGRITY_KEY] == safe_io.integrity_record(blob), f
 
 
 def test_the_fm_loader_checks_the_record_too(tmp_path):

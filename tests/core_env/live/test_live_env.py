@@ -330,7 +330,7 @@ def test_bad_records_and_options_are_refused(pilots, tmp_path):
 
 def test_the_registry_lists_exactly_the_live_presets():
     from core_env.live import LIVE_PRESETS
-    from core_env.registry import LIVE_PRESET_IDS
+    from core_env.registration import LIVE_PRESET_IDS
 
     assert LIVE_PRESET_IDS == tuple(LIVE_PRESETS)
     for preset in LIVE_PRESETS:

@@ -10,7 +10,7 @@ import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster
 from core_env.forecast.cache import ForecastCache
 from core_env.masks import sequential_masks
-from mara_agents.checkpoints import wrapped_layout
+from mara_agents.mat.checkpoint import wrapped_layout
 from mara_agents.mat.ensemble import decode_scores, ensemble_act
 from mara_agents.mat.inputs import inputs_from_batched, split_observations
 from mara_agents.mat.model import MAT, Inputs, MATConfig, init_weights

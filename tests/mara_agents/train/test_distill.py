@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import core_env
-from mara_agents.checkpoints import load_checkpoint
+from mara_agents.mat.checkpoint import load_checkpoint
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import stack_inputs
 from mara_agents.policy import make_policy, run_episode

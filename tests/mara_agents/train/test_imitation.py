@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import core_env
-from mara_agents.checkpoints import wrapped_layout
+from mara_agents.mat.checkpoint import wrapped_layout
 from mara_agents.policy import make_policy
 from mara_agents.train.imitation import BatchedTeacher, canonical_order, oracle_columns, widen
 

@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from mara_agents.checkpoints import load_checkpoint
+from mara_agents.mat.checkpoint import load_checkpoint
 from mara_agents.train.config import PPOConfig
 from mara_agents.train.recipe import main
 
@@ -99,7 +99,7 @@ def test_the_shipped_checkpoint_is_what_the_default_command_builds():
     """``mara-train`` with its defaults is the recipe the shipped MARA was made with: the
     members' training config and the distillation's settings are the defaults (a default
     changed without retraining the shipped file fails here)."""
-    from mara_agents.checkpoints import shipped
+    from mara_agents.mat.checkpoint import shipped
     from mara_agents.train.config import DistillStage
 
     blob = load_checkpoint(shipped())

@@ -12,8 +12,9 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import core_env
-from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, save
-from mara_agents.mat.policy import MARAPolicy
+from mara_agents.safe_io import save
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint
+from mara_agents.mat.mara_policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
 from mara_agents.train.recipe import main, parse_args

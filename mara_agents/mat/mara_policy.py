@@ -28,7 +28,7 @@ from typing import Any, Union
 import numpy as np
 import torch
 
-from mara_agents.checkpoints import load_checkpoint, model_from_checkpoint, shipped
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, shipped
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import split_observations
 from mara_agents.mat.numpy_infer import NumpyEnsemble, NumpyMAT

@@ -52,15 +52,6 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, defaults: Any, prefix:
                                 help=help_text)
 
 
-def check_ints(obj: Any, names: Sequence[str], minimum: int) -> None:
-    """Raise ``ValueError("<name>: expected an integer >= minimum, got ...")`` for the first
-    of ``obj``'s fields ``names`` that is not such an integer (bools are not integers)."""
-    for name in names:
-        v = getattr(obj, name)
-        if not (isinstance(v, int) and not isinstance(v, bool) and v >= minimum):
-            raise ValueError(f"{name}: expected an integer >= {minimum}, got {v!r}")
-
-
 def build(cls: type[T], values: dict[str, Any], defaults: Any | None = None) -> T:
     """Instantiate ``cls`` from flat ``{"a": .., "model.b": ..}`` values (nested dataclass
     fields rebuilt from their dotted keys)."""

@@ -5,7 +5,7 @@ reference: the kernels here compute the same IEEE-754 operations in the same ord
 environment and one slot at a time, so they give the same bits (float32 state, float64
 arithmetic rounded once when stored, fdlibm's ``exp``/``log``/``log1p``/``pow`` from
 :mod:`core_env._pmath_numba`, sums left to right). numba compiles without fast-math, so LLVM
-neither reorders nor fuses them. ``tests/core_env/test_kernels.py`` compares the two backends
+neither reorders nor fuses them. ``tests/core_env/test_dynamics_numba.py`` compares the two backends
 array by array on every state field, observation and reward; the reference-simulator and
 golden-fingerprint tests run on the compiled path (the default when numba is installed).
 

@@ -1,4 +1,4 @@
-"""The compiled dynamics and observations (core_env._kernels) against the numpy reference:
+"""The compiled dynamics and observations (core_env._dynamics_numba) against the numpy reference:
 the same bits in every state array, observation, mask and reward, step by step."""
 
 from __future__ import annotations
