@@ -49,10 +49,10 @@ class Suite(NamedTuple):
     """The policy the paired differences are taken against."""
 
 
-ABLATION_POLICIES = ("lara", "mara", *(f"experiments.variants:{v}" for v in (
+ABLATION_POLICIES = ("lara", "mara", *(f"mara_agents.ablations:{v}" for v in (
     "mara_ft", "mara_wls", "mara_noshaping", "mat_dec")))
-"""The ``ablation`` suite's policies: MARA's fine-tuned ablations in ``experiments/`` (run it
-from the repository's root)."""
+"""The ``ablation`` suite's policies: MARA's fine-tuned ablations, shipped with the package
+(:mod:`mara_agents.ablations`)."""
 
 SUITES = {
     "default": Suite(("CoRE-v0", "CoRE-Heavy-v0"), 10),
@@ -61,7 +61,7 @@ SUITES = {
     "baselines": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0"), 20,
                        policies=BASELINES),
     "ablation": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), 50,
-                      policies=ABLATION_POLICIES, reference="experiments.variants:mara_ft"),
+                      policies=ABLATION_POLICIES, reference="mara_agents.ablations:mara_ft"),
 }
 """The suites by name (see the module docstring)."""
 

@@ -14,26 +14,17 @@ README.json next to each says how it was trained, with which commit.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from mara_agents.mat.checkpoint import shipped
-from mara_agents.policy import file_fingerprint, make_policy
+from mara_agents.ablations import (mara_ft, mara_noshaping, mara_on,  # noqa: F401 (the
+                                    mara_wls, mat_dec)  # shipped ablations, by their old specs)
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 
 def _mara(*files: str):
-    """A factory of MARA on these checkpoint files (several: an ensemble)."""
-    paths = [CHECKPOINTS / f for f in files]
-
-    def factory(env: Any, **kwargs: Any):
-        return make_policy("mara", env, checkpoint=paths if len(paths) > 1 else paths[0],
-                           **kwargs)
-
-    factory.__doc__ = f"MARA on {', '.join(files)}."
-    factory.fingerprint = lambda: file_fingerprint(*paths)  # stored results follow the weights
-    factory.paths = tuple(paths)
-    return factory
+    """A factory of MARA on these checkpoint files of :data:`CHECKPOINTS`."""
+    return mara_on(*(CHECKPOINTS / f for f in files))
 
 
 mara_ens5 = _mara(*(f"ensemble/seed{k}.pt" for k in range(5)))
@@ -46,21 +37,13 @@ mara_single = _mara("single/mara_single.pt")
 mara_recipe3 = _mara("recipe3/mara_recipe3.pt")
 """``mara-train --members 3``: three runs (seeds 0-2) distilled, the default shipped from
 2026-12-03 to 2026-12-06."""
-mara_recipe4 = _mara(str(shipped()))
+mara_recipe4 = mara_on(shipped())
 """``mara-train --members 4`` (four runs distilled): the shipped default since 2026-12-06,
 ``make_policy("mara")``'s checkpoint."""
 mara_v0 = _mara("v0/mara_default.pt")
 """The default checkpoint shipped until 2026-12-01 (best of five training seeds)."""
 mara_2m = _mara("ablation/mara_2m.pt")
 """MARA after 2.0M PPO steps with shaping beta 1 (the ablations' starting point)."""
-mara_ft = _mara("ablation/mara_ft.pt")
-"""The ablations' control: ``mara_2m`` fine-tuned 300k steps with no change."""
-mara_wls = _mara("ablation/mara_wls.pt")
-"""Ablation: WLS forecast columns instead of FM."""
-mara_noshaping = _mara("ablation/mara_noshaping.pt")
-"""Ablation: no reward shaping (beta 0)."""
-mat_dec = _mara("ablation/mat_dec.pt")
-"""Ablation: independent per-node heads (MAT-Dec), no conditioning on earlier nodes."""
 mara_staged = _mara("ablation/mara_staged.pt")
 """The default of 2026-11-30 morning (94 minutes of training in six steps)."""
 mara_d32 = _mara("ablation/mara_d32.pt")
@@ -68,5 +51,3 @@ mara_d32 = _mara("ablation/mara_d32.pt")
 mara_fast = _mara("ablation/mara_fast.pt")
 """``mara_d32``'s recipe on a cheaper FM sampler (5 ODE steps, 16 samples)."""
 
-ABLATION = ("mara_ft", "mara_wls", "mara_noshaping", "mat_dec")
-"""The ``ablation`` suite's policies, the control first."""

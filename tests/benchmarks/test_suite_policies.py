@@ -134,7 +134,7 @@ def test_every_subcommand_documents_its_flags_and_defaults():
 
 def test_ablation_suite_runs_mara_and_its_ablations_paired_against_the_control(tmp_path):
     assert suites.suite_policies("ablation") == suites.ABLATION_POLICIES
-    control, wls = "experiments.variants:mara_ft", "experiments.variants:mara_wls"
+    control, wls = "mara_agents.ablations:mara_ft", "mara_agents.ablations:mara_wls"
     assert suites.SUITES["ablation"].reference == control
     table = suites.run_suite("ablation", tmp_path, policies=[control, wls],
                              presets=["CoRE-v0"], seeds=1, workers=1, progress=False)

@@ -11,6 +11,7 @@ import pytest
 import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster
 from experiments import lara_params, variants
+from mara_agents.ablations import ABLATION_DIR
 from mara_agents.mat.checkpoint import load_checkpoint
 from mara_agents.mat.mara_policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
@@ -24,8 +25,8 @@ SPEC = "experiments.variants:{}"
     ("mara_noshaping", "fm", 0.0, True), ("mat_dec", "fm", 1.0, False)])
 def test_each_ablation_differs_from_the_control_in_one_thing(name, forecaster, beta,
                                                              autoregressive):
-    blob = load_checkpoint(variants.CHECKPOINTS / "ablation" / f"{name}.pt")
-    control = load_checkpoint(variants.CHECKPOINTS / "ablation" / "mara_ft.pt")
+    blob = load_checkpoint(ABLATION_DIR / f"{name}.pt")
+    control = load_checkpoint(ABLATION_DIR / "mara_ft.pt")
     assert blob["train_config"]["forecaster"] == forecaster
     assert blob["train_config"]["shaping_beta"] == beta
     assert blob["mat_config"]["autoregressive"] is autoregressive
@@ -68,11 +69,11 @@ def test_the_distilled_variant_records_its_teacher():
     assert len(record["teacher_files"]) == 5 and record["history"]
 
 
-def test_every_ablation_of_the_suite_is_a_variant():
-    assert all(callable(getattr(variants, name)) for name in variants.ABLATION)
-    from benchmarks.suites import SUITES
+def test_the_shipped_ablations_keep_their_experiments_specs():
+    from mara_agents import ablations
 
-    assert SUITES["ablation"].policies[2:] == tuple(SPEC.format(n) for n in variants.ABLATION)
+    for name in ablations.ABLATIONS:
+        assert getattr(variants, name) is getattr(ablations, name)
 
 
 @pytest.mark.parametrize("name", [*lara_params.CHANGES,
