@@ -20,8 +20,7 @@ from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardCon
                              WorkloadConfig)
 from core_env.env import CoreSchedulerEnv
 from core_env.layout import Layout, observation_layout, state_layout
-from core_env.masks import sequential_mask, sequential_masks
-from core_env.observe import ObsBlocks, assemble
+from core_env.masks import sequential_mask
 from core_env.presets import PRESETS, make_config
 from core_env.registration import register_presets
 from core_env.workload import Workload, generate_workload
@@ -33,11 +32,18 @@ env = scheduler_v0.env
 raw_env = scheduler_v0.raw_env
 
 register_presets()
+del register_presets
 
 __all__ = [
-    "BatchedCoreEnv", "CentralCoreEnv", "ClusterConfig", "CoreConfig", "CoreSchedulerEnv",
-    "EpisodeConfig", "Layout", "ObsBlocks", "PRESETS", "RewardConfig", "Workload", "WorkloadConfig",
-    "assemble", "env", "generate_workload", "make_batched", "make_config", "observation_layout",
-    "parallel_env", "raw_env", "register_presets", "scheduler_v0", "sequential_mask",
-    "sequential_masks", "state_layout",
+    # build an environment
+    "parallel_env", "env", "raw_env", "scheduler_v0", "make_batched", "make_config", "PRESETS",
+    # what they are
+    "CoreSchedulerEnv", "CentralCoreEnv", "BatchedCoreEnv",
+    "CoreConfig", "ClusterConfig", "WorkloadConfig", "RewardConfig", "EpisodeConfig",
+    "Workload", "generate_workload",
+    # reading observations and acting under the parallelism caps
+    "Layout", "observation_layout", "state_layout", "sequential_mask",
 ]
+"""The public API. Everything else is importable by its module path (``core_env.observe``,
+``core_env.masks.sequential_masks``, ``core_env.forecast``, ``core_env.bound``,
+``core_env.live``, ``core_env.testing``)."""

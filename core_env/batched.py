@@ -28,6 +28,7 @@ from core_env.layout import Layout
 from core_env.observe import ObsBlocks, Observer
 from core_env.presets import make_config
 from core_env.state import BatchState, allocate, load_workload
+from core_env.utils.checks import check_int
 from core_env.workload import Workload, generate_workloads
 
 
@@ -56,9 +57,7 @@ class BatchedCoreEnv:
     def __init__(self, config: CoreConfig, num_envs: int, seed: int | Sequence[int] | None = None,
                  copy: bool = True, backend: str | None = None,
                  observations: str = "full") -> None:
-        if (isinstance(num_envs, bool) or not isinstance(num_envs, int)
-                or not 1 <= num_envs <= 65536):
-            raise ValueError(f"num_envs: expected an integer in [1, 65536], got {num_envs!r}")
+        num_envs = check_int("num_envs", num_envs, 1, 65536)
         self.config = config
         if observations not in OBSERVATIONS:
             raise ValueError(f"observations: expected one of {OBSERVATIONS}, got "

@@ -14,48 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-
-def _fail(name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{name}: expected {allowed}, got {value!r}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+from core_env.utils.checks import check_int, check_number, fail, is_int
 
 
 def check_seed(name: str, seed: Any) -> int | None:
     """``seed`` if it is None or a whole number >= 0 (not a bool), else ``ValueError``."""
     if seed is None:
         return None
-    if not _is_int(seed) or seed < 0:
-        _fail(name, seed, "None or an integer >= 0")
+    if not is_int(seed) or seed < 0:
+        fail(name, seed, "None or an integer >= 0")
     return int(seed)
-
-
-def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if not _is_int(value) or not lo <= value <= hi:
-        _fail(name, value, f"an integer in [{lo}, {hi}]")
-
-
-def _check_float(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False,
-                 hi_open: bool = False) -> None:
-    try:
-        ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-              and math.isfinite(value))
-    except OverflowError:  # an int too large for a float
-        ok = False
-    if ok:
-        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
-    if not ok:
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        _fail(name, value, f"a finite number in {lb}{lo}, {hi}{rb}")
 
 
 def _canonical(obj: Any, **types: type) -> None:
@@ -66,11 +37,11 @@ def _canonical(obj: Any, **types: type) -> None:
 
 def _check_range(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = False) -> None:
     if not (isinstance(value, tuple) and len(value) == 2):
-        _fail(name, value, f"a (low, high) tuple within [{lo}, {hi}]")
+        fail(name, value, f"a (low, high) tuple within [{lo}, {hi}]")
     for v in value:
-        _check_float(name, v, lo, hi, lo_open=lo_open)
+        check_number(name, v, lo, hi, lo_open=lo_open)
     if value[0] > value[1]:
-        _fail(name, value, "low <= high")
+        fail(name, value, "low <= high")
 
 
 @dataclass(frozen=True)
@@ -97,25 +68,25 @@ class ClusterConfig:
     in the previous slot (0 = no switching cost, as in the paper)."""
 
     def __post_init__(self) -> None:
-        _check_int("n_nodes", self.n_nodes, 1, 1024)
-        _check_int("max_visible_tasks", self.max_visible_tasks, 1, 512)
-        _check_float("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
+        check_int("n_nodes", self.n_nodes, 1, 1024)
+        check_int("max_visible_tasks", self.max_visible_tasks, 1, 512)
+        check_number("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
         _canonical(self, n_nodes=int, max_visible_tasks=int, switch_cost=float)
         if self.node_speeds is not None and self.speed_choices is not None:
-            _fail("node_speeds", self.node_speeds, "None when speed_choices is set")
+            fail("node_speeds", self.node_speeds, "None when speed_choices is set")
         if self.node_speeds is not None:
             speeds = self.node_speeds
             if not isinstance(speeds, (tuple, list)) or len(speeds) != self.n_nodes:
-                _fail("node_speeds", speeds, f"a tuple of n_nodes={self.n_nodes} speeds")
+                fail("node_speeds", speeds, f"a tuple of n_nodes={self.n_nodes} speeds")
             for v in speeds:
-                _check_float("node_speeds", v, 0.0, 4.0, lo_open=True)
+                check_number("node_speeds", v, 0.0, 4.0, lo_open=True)
             object.__setattr__(self, "node_speeds", tuple(float(v) for v in speeds))
         if self.speed_choices is not None:
             choices = self.speed_choices
             if not isinstance(choices, (tuple, list)) or len(choices) == 0:
-                _fail("speed_choices", choices, "a non-empty tuple of speeds")
+                fail("speed_choices", choices, "a non-empty tuple of speeds")
             for v in choices:
-                _check_float("speed_choices", v, 0.0, 4.0, lo_open=True)
+                check_number("speed_choices", v, 0.0, 4.0, lo_open=True)
             object.__setattr__(self, "speed_choices", tuple(float(v) for v in choices))
 
     @property
@@ -179,22 +150,22 @@ class WorkloadConfig:
         from core_env.curves import MIXES  # local import: curves imports nothing from here
 
         if not isinstance(self.mix, str) or self.mix not in MIXES:  # (unhashable: TypeError)
-            _fail("mix", self.mix, f"one of {sorted(MIXES)}")
+            fail("mix", self.mix, f"one of {sorted(MIXES)}")
         if not isinstance(self.arrivals, str) or self.arrivals not in ARRIVAL_PROCESSES:
-            _fail("arrivals", self.arrivals, f"one of {list(ARRIVAL_PROCESSES)}")
-        _check_float("load", self.load, 0.0, 20.0, lo_open=True)
-        _check_float("base_arrival_rate", self.base_arrival_rate, 0.0, 64.0, lo_open=True)
-        _check_int("arrival_slots", self.arrival_slots, 1, 100_000)
+            fail("arrivals", self.arrivals, f"one of {list(ARRIVAL_PROCESSES)}")
+        check_number("load", self.load, 0.0, 20.0, lo_open=True)
+        check_number("base_arrival_rate", self.base_arrival_rate, 0.0, 64.0, lo_open=True)
+        check_int("arrival_slots", self.arrival_slots, 1, 100_000)
         _check_range("required_work", self.required_work, 0.5, 2000.0)
         _check_range("deadline_slack", self.deadline_slack, 0.0, 20.0, lo_open=True)
         w = self.window
-        if not (isinstance(w, tuple) and len(w) == 2 and all(_is_int(v) for v in w)
+        if not (isinstance(w, tuple) and len(w) == 2 and all(is_int(v) for v in w)
                 and 1 <= w[0] <= w[1] <= 10_000):
-            _fail("window", w, "an (int, int) tuple with 1 <= low <= high <= 10000")
+            fail("window", w, "an (int, int) tuple with 1 <= low <= high <= 10000")
         pc = self.parallelism_choices
         if not (isinstance(pc, tuple) and len(pc) > 0 and all(
-                _is_int(v) and 1 <= v <= 1024 for v in pc)):
-            _fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 1024]")
+                is_int(v) and 1 <= v <= 1024 for v in pc)):
+            fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 1024]")
         _check_range("alpha_range", self.alpha_range, 0.0, 1.0, lo_open=True)
         _canonical(self, load=float, base_arrival_rate=float, arrival_slots=int)
 
@@ -226,7 +197,7 @@ class RewardConfig:
     Range [0, 100]."""
 
     def __post_init__(self) -> None:
-        _check_float("shaping_beta", self.shaping_beta, 0.0, 100.0)
+        check_number("shaping_beta", self.shaping_beta, 0.0, 100.0)
         _canonical(self, shaping_beta=float)
 
 
@@ -240,7 +211,7 @@ class EpisodeConfig:
 
     def __post_init__(self) -> None:
         if self.max_steps is not None:
-            _check_int("max_steps", self.max_steps, 1, 1_000_000)
+            check_int("max_steps", self.max_steps, 1, 1_000_000)
             _canonical(self, max_steps=int)
 
 
@@ -264,7 +235,7 @@ class CoreConfig:
         for name, cls in (("cluster", ClusterConfig), ("workload", WorkloadConfig),
                           ("reward", RewardConfig), ("episode", EpisodeConfig)):
             if not isinstance(getattr(self, name), cls):
-                _fail(name, getattr(self, name), f"a {cls.__name__}")
+                fail(name, getattr(self, name), f"a {cls.__name__}")
 
     @property
     def max_steps(self) -> int:

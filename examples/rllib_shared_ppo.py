@@ -30,7 +30,7 @@ from mara_agents.marl.rllib import RLlibObservations, RLlibPPOConfig, make_env  
 from mara_agents.marl.rllib import build as build_ppo
 
 PRESET = "CoRE-Small-v0"
-CONFIG = RLlibPPOConfig(train_batch=1024)
+CONFIG = RLlibPPOConfig(steps_per_update=1024)
 """The package's settings with a smaller batch per iteration (a quick example)."""
 
 

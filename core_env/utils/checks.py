@@ -30,10 +30,12 @@ def is_int(value: Any) -> bool:
 
 
 def check_int(name: str, value: Any, minimum: int | None = None,
-              maximum: int | None = None) -> int:
+              maximum: int | None = None, *, exact: bool = False) -> int:
     """``int(value)`` if it is a whole number in ``[minimum, maximum]`` (either bound may be
-    None), else ``ValueError`` naming ``name``."""
-    if not is_int(value) or (minimum is not None and value < minimum) or \
+    None), else ``ValueError`` naming ``name``. ``exact``: a Python ``int`` only (not a numpy
+    integer), for fields that are stored as they are given (frozen dataclasses, JSON)."""
+    ok = is_int(value) and (isinstance(value, int) or not exact)
+    if not ok or (minimum is not None and value < minimum) or \
             (maximum is not None and value > maximum):
         if minimum is not None and maximum is not None:
             fail(name, value, f"an integer in [{minimum}, {maximum}]")
@@ -46,9 +48,10 @@ def check_int(name: str, value: Any, minimum: int | None = None,
 
 
 def check_ints(obj: Any, names: Sequence[str], minimum: int) -> None:
-    """:func:`check_int` on each of ``obj``'s attributes ``names`` (a dataclass's fields)."""
+    """:func:`check_int` (``exact``) on each of ``obj``'s attributes ``names`` (a dataclass's
+    fields, stored as given)."""
     for name in names:
-        check_int(name, getattr(obj, name), minimum)
+        check_int(name, getattr(obj, name), minimum, exact=True)
 
 
 def check_number(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf, *,
@@ -65,8 +68,6 @@ def check_number(name: str, value: Any, lo: float = -math.inf, hi: float = math.
     if not ok:
         if lo == -math.inf and hi == math.inf:
             fail(name, value, "a finite number")
-        if hi == math.inf and lo == 0 and lo_open:
-            fail(name, value, "a positive finite number")
         lb, rb = "(" if lo_open else "[", ")" if hi_open else "]"
         fail(name, value, f"a finite number in {lb}{lo}, {hi}{rb}")
     return value

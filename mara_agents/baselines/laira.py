@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
+from core_env.utils.checks import check_int
 from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
 
 __all__ = ["KalmanCurve", "LaiRAPolicy"]
@@ -166,10 +167,7 @@ class LaiRAPolicy(CentralPolicy):
             raise ValueError(f"prior_slope: expected a finite number, got {prior_slope!r}")
         if share not in ("needed", "cap"):
             raise ValueError(f"share: expected 'needed' or 'cap', got {share!r}")
-        if (isinstance(deadline_margin, bool) or not isinstance(deadline_margin, int)
-                or deadline_margin < 0):
-            raise ValueError(f"deadline_margin: expected an integer >= 0, got "
-                             f"{deadline_margin!r}")
+        check_int("deadline_margin", deadline_margin, 0, exact=True)
         self.z, self.beta, self.share, self.deadline_margin = z, beta, share, deadline_margin
         self.filter_args = (q, r, prior_slope, prior_slope_sd, prior_curvature_sd)
         self.tracker = SlotTracker(self.decoder.layout.n_slots, history=True)

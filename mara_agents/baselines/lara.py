@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
+from core_env.utils.checks import check_ints
 from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
                                           SlotTracker, assign_nodes)
 
@@ -186,10 +187,7 @@ class LARAParams:
     instead of idling them."""
 
     def __post_init__(self) -> None:
-        for name in ("explore_obs", "deadline_margin"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+        check_ints(self, ("explore_obs", "deadline_margin"), 0)
         if not (isinstance(self.explore_budget, (int, float))
                 and 0.0 <= self.explore_budget <= 1.0):
             raise ValueError(f"explore_budget: expected a number in [0, 1], got "

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
+from core_env.utils.checks import check_int
 from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker, assign_nodes,
                                           fill_by_priority)
 
@@ -68,8 +69,7 @@ class LASPolicy(CentralPolicy):
     def __init__(self, env: Any, queues: int = 3, threshold: float = 16.0, growth: float = 4.0,
                  starve_limit: float = 0.0) -> None:
         super().__init__(env)
-        if isinstance(queues, bool) or not isinstance(queues, int) or queues < 1:
-            raise ValueError(f"queues: expected an integer >= 1, got {queues!r}")
+        check_int("queues", queues, 1, exact=True)
         for name, v, lo in (("threshold", threshold, 0.0), ("growth", growth, 1.0),
                             ("starve_limit", starve_limit, 0.0)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= lo):

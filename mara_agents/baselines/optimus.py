@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
+from core_env.utils.checks import check_int
 from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
 from mara_agents.baselines.curvefit import InverseCurve, fit_inverse_curve
 
@@ -107,8 +108,7 @@ class OptimusPolicy(CentralPolicy):
     def __init__(self, env: Any, min_points: int = 3, default_remaining: float = 10.0,
                  deadline_aware: bool = True) -> None:
         super().__init__(env)
-        if isinstance(min_points, bool) or not isinstance(min_points, int) or min_points < 2:
-            raise ValueError(f"min_points: expected an integer >= 2, got {min_points!r}")
+        check_int("min_points", min_points, 2, exact=True)
         if not (isinstance(default_remaining, (int, float)) and math.isfinite(default_remaining)
                 and default_remaining > 0):
             raise ValueError(f"default_remaining: expected a finite number > 0, got "

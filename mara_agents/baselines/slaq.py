@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
+from core_env.utils.checks import check_int
 from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
 from mara_agents.baselines.curvefit import InverseCurve, fit_inverse_curve
 
@@ -82,8 +83,7 @@ class SLAQPolicy(CentralPolicy):
 
     def __init__(self, env: Any, min_points: int = 3, decay: float = 0.9) -> None:
         super().__init__(env)
-        if isinstance(min_points, bool) or not isinstance(min_points, int) or min_points < 3:
-            raise ValueError(f"min_points: expected an integer >= 3, got {min_points!r}")
+        check_int("min_points", min_points, 3, exact=True)
         if not (isinstance(decay, (int, float)) and math.isfinite(decay) and 0 < decay <= 1):
             raise ValueError(f"decay: expected a number in (0, 1], got {decay!r}")
         self.min_points, self.decay = min_points, float(decay)

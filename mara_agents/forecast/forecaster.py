@@ -44,6 +44,7 @@ import torch
 
 from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
                                         RemainingWork)
+from core_env.utils.checks import check_int, check_ints
 from mara_agents import safe_io
 from mara_agents.forecast.crossing import crossing_offsets
 from mara_agents.forecast.model import SOLVERS, FlowForecastNet, ModelConfig, prefix_features
@@ -79,10 +80,7 @@ class SamplerConfig:
     """Grid intervals at the end of the horizon whose slope extrapolates censored samples."""
 
     def __post_init__(self) -> None:
-        for name in ("samples", "steps", "tail_points"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        check_ints(self, ("samples", "steps", "tail_points"), 1)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver: expected one of {SOLVERS}, got {self.solver!r}")
         if not (isinstance(self.spread, (int, float)) and math.isfinite(self.spread)
@@ -117,8 +115,7 @@ class FlowMatchingForecaster(BaseForecaster):
                  seed: int = 0, backend: str = "torch") -> None:
         if not isinstance(net, FlowForecastNet):
             raise ValueError(f"net: expected a FlowForecastNet, got {type(net).__name__}")
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+        check_int("seed", seed, 0, exact=True)
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.net = net.eval()

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 
 from core_env.curves import grid_position
 from core_env.forecast.protocol import HistoryBatch
+from core_env.utils.checks import check_ints
 
 SOLVERS = ("euler", "midpoint")
 """Fixed-step ODE solvers of :meth:`FlowForecastNet.sample`."""
@@ -98,11 +99,8 @@ class ModelConfig:
     """Frequencies of the time embedding tau(t) = [sin(pi 2^k t), cos(pi 2^k t)]."""
 
     def __post_init__(self) -> None:
-        for name in ("history_len", "horizon", "enc_hidden", "enc_layers", "ctx_dim",
-                     "hidden", "layers", "time_freqs"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        check_ints(self, ("history_len", "horizon", "enc_hidden", "enc_layers", "ctx_dim",
+                          "hidden", "layers", "time_freqs"), 1)
         for name in ("max_log_ratio", "x_scale", "log_work_scale"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):

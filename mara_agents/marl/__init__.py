@@ -21,6 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core_env.utils.checks import check_int
+
 ALGORITHMS = ("maskable_ppo", "mappo", "ippo", "rllib_ppo")
 """The MARL algorithms, in the order of the tables."""
 
@@ -75,8 +77,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         raise ValueError(f"algorithm: expected one of {ALGORITHMS}, got {algorithm!r}")
     if preset not in core_env.PRESETS:
         raise ValueError(f"preset: expected one of {sorted(core_env.PRESETS)}, got {preset!r}")
-    if isinstance(env_steps, bool) or not isinstance(env_steps, int) or env_steps < 1:
-        raise ValueError(f"env_steps: expected an integer >= 1, got {env_steps!r}")
+    check_int("env_steps", env_steps, 1, exact=True)
     if algorithm == "maskable_ppo":
         from mara_agents.marl import sb3
         return sb3.train(preset, env_steps, seed, out, threads=threads)

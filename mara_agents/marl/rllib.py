@@ -81,22 +81,22 @@ def make_env(env_config: dict | None = None) -> Any:
 class RLlibPPOConfig:
     """RLlib PPO settings (those of the TorchRL and SB3 runs; ``gamma = 1``)."""
 
-    train_batch: int = 2048
-    """Env steps per training iteration (``train_batch_size_per_learner``)."""
-    minibatch: int = 256
-    """Minibatch size."""
+    steps_per_update: int = 2048
+    """Env steps per training iteration (RLlib's ``train_batch_size_per_learner``)."""
+    minibatch_size: int = 256
+    """Env steps per minibatch."""
     epochs: int = 4
     """Passes over each batch."""
     lr: float = 3e-4
     """Adam learning rate."""
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layer widths (``fcnet_hiddens``)."""
-    entropy_coeff: float = 0.01
-    """Entropy bonus."""
+    ent_coef: float = 0.01
+    """Entropy bonus (RLlib's ``entropy_coeff``)."""
     gamma: float = 1.0
     """Discount."""
-    lambda_: float = 0.95
-    """GAE lambda."""
+    gae_lambda: float = 0.95
+    """GAE lambda (RLlib's ``lambda_``)."""
 
 
 def build(preset: str = "CoRE-v0", seed: int = 0, config: RLlibPPOConfig = RLlibPPOConfig()
@@ -120,10 +120,10 @@ def build(preset: str = "CoRE-v0", seed: int = 0, config: RLlibPPOConfig = RLlib
                                    model_config={"fcnet_hiddens": list(config.hidden),
                                                  "fcnet_activation": "tanh"})}))
         .env_runners(num_env_runners=0)
-        .training(gamma=config.gamma, lambda_=config.lambda_, lr=config.lr,
-                  train_batch_size_per_learner=config.train_batch,
-                  minibatch_size=config.minibatch, num_epochs=config.epochs,
-                  entropy_coeff=config.entropy_coeff)
+        .training(gamma=config.gamma, lambda_=config.gae_lambda, lr=config.lr,
+                  train_batch_size_per_learner=config.steps_per_update,
+                  minibatch_size=config.minibatch_size, num_epochs=config.epochs,
+                  entropy_coeff=config.ent_coef)
         .debugging(seed=seed)
     )
     return algo_config.build_algo()
@@ -157,7 +157,7 @@ def train(preset: str, env_steps: int, seed: int, out: str | Path,
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         algo = build(preset, seed, config)
-        for _ in range(-(-env_steps // config.train_batch)):
+        for _ in range(-(-env_steps // config.steps_per_update)):
             algo.train()
         actor = export_actor(algo.get_module("shared"))
         algo.stop()

@@ -28,16 +28,16 @@ class MaskablePPOConfig:
     """MaskablePPO settings (SB3's defaults but for the batch size, epochs, width and
     entropy bonus, which match the TorchRL runs; ``gamma = 1``)."""
 
-    n_steps: int = 2048
-    """Env steps per rollout."""
-    batch_size: int = 256
-    """Minibatch size."""
-    n_epochs: int = 4
-    """Passes over each rollout."""
-    learning_rate: float = 3e-4
-    """Adam learning rate."""
-    net_arch: tuple[int, ...] = (128, 128)
-    """Hidden layer widths of the policy and value networks."""
+    steps_per_update: int = 2048
+    """Env steps per rollout (SB3's ``n_steps``)."""
+    minibatch_size: int = 256
+    """Env steps per minibatch (SB3's ``batch_size``)."""
+    epochs: int = 4
+    """Passes over each rollout (SB3's ``n_epochs``)."""
+    lr: float = 3e-4
+    """Adam learning rate (SB3's ``learning_rate``)."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer widths of the policy and value networks (SB3's ``net_arch``)."""
     ent_coef: float = 0.01
     """Entropy bonus."""
     gamma: float = 1.0
@@ -45,9 +45,16 @@ class MaskablePPOConfig:
     gae_lambda: float = 0.95
     """GAE lambda."""
 
+    def sb3_kwargs(self) -> dict[str, Any]:
+        """These settings under SB3's names (``MaskablePPO(**kwargs)``)."""
+        return {"n_steps": self.steps_per_update, "batch_size": self.minibatch_size,
+                "n_epochs": self.epochs, "learning_rate": self.lr, "ent_coef": self.ent_coef,
+                "gamma": self.gamma, "gae_lambda": self.gae_lambda}
+
 
 def _policy_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    return {"net_arch": list(config["net_arch"]), "activation_fn": ACTIVATIONS["tanh"]}
+    hidden = config["hidden"] if "hidden" in config else config["net_arch"]  # older files
+    return {"net_arch": list(hidden), "activation_fn": ACTIVATIONS["tanh"]}
 
 
 def train(preset: str, env_steps: int, seed: int, out: str | Path,
@@ -64,13 +71,12 @@ def train(preset: str, env_steps: int, seed: int, out: str | Path,
     log = CurveLog()
     env = RecordGym(gymnasium.make(f"core_env:core_env/{preset}"), log)
     env.reset(seed=seed)
-    fields = dataclasses.asdict(config)
-    fields.pop("net_arch")
     model = MaskablePPO("MultiInputPolicy", env, seed=seed, device="cpu", verbose=0,
-                        policy_kwargs=_policy_kwargs(dataclasses.asdict(config)), **fields)
+                        policy_kwargs=_policy_kwargs(dataclasses.asdict(config)),
+                        **config.sb3_kwargs())
     model.learn(total_timesteps=env_steps)
     layout = env_layout(core_env.parallel_env(preset=preset))
-    cfg = {**dataclasses.asdict(config), "net_arch": list(config.net_arch)}
+    cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden)}
     return save_model(out, "maskable_ppo", preset, seed, env_steps, started, "sb3-contrib",
                       cfg, layout, log, {"policy_state": dict(model.policy.state_dict())})
 

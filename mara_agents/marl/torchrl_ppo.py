@@ -38,9 +38,9 @@ class TorchRLPPOConfig:
     """MAPPO / IPPO settings (TorchRL's tutorial values, ``gamma = 1`` as every learner on
     this env should use)."""
 
-    frames_per_batch: int = 2048
-    """Env steps (slots) collected per update."""
-    minibatch: int = 256
+    steps_per_update: int = 2048
+    """Env steps (slots) collected per update (TorchRL's ``frames_per_batch``)."""
+    minibatch_size: int = 256
     """Env steps per minibatch (each holds every node's sample)."""
     epochs: int = 4
     """Passes over each batch."""
@@ -48,21 +48,21 @@ class TorchRLPPOConfig:
     """Adam learning rate."""
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layer widths of the actor and the critic."""
-    clip_epsilon: float = 0.2
-    """PPO ratio clip."""
-    entropy_coeff: float = 0.01
-    """Entropy bonus."""
+    clip: float = 0.2
+    """PPO ratio clip (TorchRL's ``clip_epsilon``)."""
+    ent_coef: float = 0.01
+    """Entropy bonus (TorchRL's ``entropy_coeff``)."""
     gamma: float = 1.0
     """Discount (1: the shaped return equals the completions)."""
-    lmbda: float = 0.95
-    """GAE lambda."""
+    gae_lambda: float = 0.95
+    """GAE lambda (TorchRL's ``lmbda``)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
 
     def __post_init__(self) -> None:
-        if self.frames_per_batch % self.minibatch:
-            raise ValueError(f"minibatch: expected a divisor of frames_per_batch "
-                             f"({self.frames_per_batch}), got {self.minibatch}")
+        if self.steps_per_update % self.minibatch_size:
+            raise ValueError(f"minibatch_size: expected a divisor of steps_per_update "
+                             f"({self.steps_per_update}), got {self.minibatch_size}")
 
 
 class CentralValue(torch.nn.Module):
@@ -120,26 +120,26 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         critic = TensorDictModule(mlp([d, *config.hidden, 1]), in_keys=[obs_key],
                                   out_keys=[(GROUP, "state_value")])
         loss_cls = IPPOLoss
-    loss = loss_cls(actor, critic, clip_epsilon=config.clip_epsilon,
-                    entropy_coeff=config.entropy_coeff)
+    loss = loss_cls(actor, critic, clip_epsilon=config.clip,
+                    entropy_coeff=config.ent_coef)
     loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"),
                   value=(GROUP, "state_value"), done=(GROUP, "done"),
                   terminated=(GROUP, "terminated"))
-    loss.make_value_estimator(gamma=config.gamma, lmbda=config.lmbda)
+    loss.make_value_estimator(gamma=config.gamma, lmbda=config.gae_lambda)
     optim = torch.optim.Adam(loss.parameters(), config.lr)
-    batches = -(-env_steps // config.frames_per_batch)
-    collector = Collector(env, actor, frames_per_batch=config.frames_per_batch,
-                          total_frames=batches * config.frames_per_batch,
+    batches = -(-env_steps // config.steps_per_update)
+    collector = Collector(env, actor, frames_per_batch=config.steps_per_update,
+                          total_frames=batches * config.steps_per_update,
                           auto_register_policy_transforms=False)
-    buffer = ReplayBuffer(storage=LazyTensorStorage(config.frames_per_batch),
-                          sampler=SamplerWithoutReplacement(), batch_size=config.minibatch)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(config.steps_per_update),
+                          sampler=SamplerWithoutReplacement(), batch_size=config.minibatch_size)
     for batch in collector:
         with torch.no_grad():
             loss.value_estimator(batch, params=loss.critic_network_params,
                                  target_params=loss.target_critic_network_params)
         buffer.extend(batch.reshape(-1))
         for _ in range(config.epochs):
-            for _ in range(config.frames_per_batch // config.minibatch):
+            for _ in range(config.steps_per_update // config.minibatch_size):
                 parts = loss(buffer.sample())
                 total = parts["loss_objective"] + parts["loss_critic"] + parts["loss_entropy"]
                 optim.zero_grad()

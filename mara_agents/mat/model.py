@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from core_env.layout import Layout
+from core_env.utils.checks import check_int
 
 N_COND = 4
 """Columns of the conditioning c_ij (count, speed sum, capacity left, chosen by i-1)."""
@@ -71,8 +72,7 @@ class MATConfig:
                 if not isinstance(v, bool):
                     raise ValueError(f"autoregressive: expected a bool, got {v!r}")
                 continue
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{f.name}: expected an integer >= 1, got {v!r}")
+            check_int(f.name, v, 1, exact=True)
         if self.d_model % self.heads:
             raise ValueError(f"heads: expected a divisor of d_model={self.d_model}, "
                              f"got {self.heads}")

@@ -18,6 +18,9 @@ RECIPE_BACKENDS = ("local", "ray")
 """Where the recipe's members train: a local process pool or Ray tasks."""
 
 
+RENAMED = {"entropy_coef": "ent_coef"}
+"""Fields stored under an older name in earlier checkpoints' ``train_config``: old -> new."""
+
 RESUMABLE = frozenset({"env_steps", "out", "resume", "progress", "checkpoint_every", "init",
                        "members", "workers", "backend", "ray_address", "distill"})
 """PPOConfig fields a resumed run may change."""
@@ -96,7 +99,7 @@ class PPOConfig:
     """GAE lambda."""
     value_coef: float = 0.5
     """Weight of the value loss."""
-    entropy_coef: float = 0.001
+    ent_coef: float = 0.001
     """Weight of the entropy bonus."""
     max_grad_norm: float = 0.5
     """Gradient-norm clip."""
@@ -172,7 +175,7 @@ class PPOConfig:
                              f"{self.num_envs * self.rollout_len}, got {self.minibatches}")
         checks = {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "gamma": (0.0, 1.0),
                   "gae_lambda": (0.0, 1.0), "value_coef": (0.0, 100.0),
-                  "entropy_coef": (0.0, 10.0), "max_grad_norm": (0.0, 1e6),
+                  "ent_coef": (0.0, 10.0), "max_grad_norm": (0.0, 1e6),
                   "critic_lr": (0.0, 1.0), "shaping_beta": (0.0, 100.0),
                   "imitation_decay": (0.0, 1.0), "imitation_lr": (0.0, 1.0)}
         for name, (lo, hi) in checks.items():
@@ -197,4 +200,5 @@ class PPOConfig:
         config, leaving out those a run may change when it resumes (its length, where it
         writes, progress, checkpointing, and the recipe's settings)."""
         mine = self.to_dict()
+        saved = {RENAMED.get(k, k): v for k, v in saved.items()}
         return [k for k in mine if k not in RESUMABLE and saved.get(k) != mine[k]]

@@ -184,7 +184,7 @@ class Trainer:
                                                    cfg.max_grad_norm)
                     self.value_opt.step()
                 else:
-                    loss = pl + cfg.value_coef * vl - cfg.entropy_coef * el
+                    loss = pl + cfg.value_coef * vl - cfg.ent_coef * el
                     self.opt.zero_grad(set_to_none=True)
                     loss.backward()
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)

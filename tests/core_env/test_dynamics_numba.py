@@ -11,6 +11,7 @@ import pytest
 import core_env
 from core_env import dynamics, pmath
 from core_env.dynamics import FAILED, LOST, OBSERVED
+from core_env.observe import ObsBlocks, assemble
 
 pytestmark = pytest.mark.skipif(pmath.BACKEND != "numba", reason="numba is not installed")
 
@@ -150,8 +151,8 @@ def test_observation_blocks_assemble_to_the_full_observations(backend):
     rng = np.random.default_rng(0)
     for _ in range(60):
         blocks = out["blocks"][0]
-        assert isinstance(blocks, core_env.ObsBlocks)
-        assert core_env.assemble(blocks).tobytes() == out["full"][0].tobytes()
+        assert isinstance(blocks, ObsBlocks)
+        assert assemble(blocks).tobytes() == out["full"][0].tobytes()
         assert out["blocks"][1].tobytes() == out["full"][1].tobytes()
         assert envs["blocks"].states().tobytes() == envs["full"].states().tobytes()
         acts = _actions(rng, out["full"][1], "masked")

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import core_env
-from core_env import sequential_mask, sequential_masks
+from core_env import sequential_mask
+from core_env.masks import sequential_masks
 
 from .helpers import SMALL, obs_matrix
 

@@ -12,6 +12,7 @@ import pytest
 import core_env
 from core_env import make_config, scheduler_v0
 from core_env.workload import generate_workload
+from core_env.registration import register_presets
 
 PRESET_IDS = ["CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0", "CoRE-Small-v0"]
 
@@ -47,8 +48,8 @@ def test_pettingzoo_make_with_overrides():
 def test_register_presets_is_idempotent():
     before = (len(pettingzoo.parallel_registry), len(pettingzoo.aec_registry),
               len(gymnasium.registry))
-    core_env.register_presets()
-    core_env.register_presets()
+    register_presets()
+    register_presets()
     assert (len(pettingzoo.parallel_registry), len(pettingzoo.aec_registry),
             len(gymnasium.registry)) == before
 

@@ -100,7 +100,8 @@ def test_exported_actor_gives_the_module_logits_and_trains_a_model(local_ray, tm
         algo.stop()
     ray.shutdown()  # train() starts its own Ray
     path = train("CoRE-Small-v0", 256, 0, tmp_path / "m.pt",
-                 config=ex.RLlibPPOConfig(train_batch=256, minibatch=128, epochs=1))
+                 config=ex.RLlibPPOConfig(steps_per_update=256, minibatch_size=128,
+                                                    epochs=1))
     blob = load_model(path, "rllib_ppo")
     assert blob["curve"]["steps"] >= 256 and blob["library"]["name"] == "ray"
     par = core_env.parallel_env(preset="CoRE-Small-v0")

@@ -36,14 +36,13 @@ def one_torch_thread():
 
 
 def test_policy_plays_what_sb3_predicts(tmp_path):
-    cfg = marl_sb3.MaskablePPOConfig(n_steps=256, batch_size=64, n_epochs=1)
+    cfg = marl_sb3.MaskablePPOConfig(steps_per_update=256, minibatch_size=64, epochs=1)
     central = gymnasium.make(f"core_env:core_env/{PRESET}")
-    fields = {k: v for k, v in vars(cfg).items() if k != "net_arch"}
     model = MaskablePPO("MultiInputPolicy", central, seed=0, device="cpu",
-                        policy_kwargs=marl_sb3._policy_kwargs(vars(cfg)), **fields)
+                        policy_kwargs=marl_sb3._policy_kwargs(vars(cfg)), **cfg.sb3_kwargs())
     model.learn(256)
     path = save_model(tmp_path / "m.pt", "maskable_ppo", PRESET, 0, 256, time.perf_counter(),
-                      "sb3-contrib", {**vars(cfg), "net_arch": list(cfg.net_arch)},
+                      "sb3-contrib", {**vars(cfg), "hidden": list(cfg.hidden)},
                       env_layout(core_env.parallel_env(preset=PRESET)), CurveLog(),
                       {"policy_state": dict(model.policy.state_dict())})
     env = core_env.parallel_env(preset=PRESET)

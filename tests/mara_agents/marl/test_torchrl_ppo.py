@@ -18,7 +18,7 @@ from mara_agents.policy import run_episode  # noqa: E402
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning")]
 
 PRESET = "CoRE-Small-v0"
-SMALL = torchrl_ppo.TorchRLPPOConfig(frames_per_batch=128, minibatch=64, epochs=1)
+SMALL = torchrl_ppo.TorchRLPPOConfig(steps_per_update=128, minibatch_size=64, epochs=1)
 
 
 @pytest.mark.parametrize("algorithm", ["mappo", "ippo"])
@@ -30,7 +30,7 @@ def test_short_run_gives_a_reproducible_legal_policy(tmp_path, algorithm):
     wa, wb = load_model(a, algorithm), load_model(b, algorithm)
     for k, v in wa["actor_state"].items():
         assert torch.equal(v, wb["actor_state"][k]), k
-    assert wa["config"]["frames_per_batch"] == 128 and wa["env_steps"] == 256
+    assert wa["config"]["steps_per_update"] == 128 and wa["env_steps"] == 256
     env = core_env.parallel_env(preset=PRESET)
     policy = make_marl_policy(env, algorithm, a)
     stats = run_episode(env, policy, seed=11)
@@ -50,4 +50,4 @@ def test_bad_arguments_are_refused(tmp_path):
     with pytest.raises(ValueError, match="env_steps"):
         train("mappo", PRESET, 0, 0, tmp_path / "m.pt")
     with pytest.raises(ValueError, match="minibatch"):
-        torchrl_ppo.TorchRLPPOConfig(frames_per_batch=100, minibatch=64)
+        torchrl_ppo.TorchRLPPOConfig(steps_per_update=100, minibatch_size=64)

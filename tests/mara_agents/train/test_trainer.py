@@ -280,3 +280,14 @@ def test_fm_sampler_settings_travel_with_the_checkpoint(tmp_path):
     save(tmp_path / "old.pt", blob)
     with pytest.raises(ValueError, match="fm_steps"):
         load_checkpoint(tmp_path / "old.pt")
+
+
+def test_a_checkpoint_of_the_old_vocabulary_resumes_as_the_same_config():
+    """Checkpoints before 2026-12-06 stored the entropy weight as ``entropy_coef``; it is
+    ``ent_coef`` now, and the stored name still matches the field."""
+    cfg = PPOConfig()
+    old = cfg.to_dict()
+    old["entropy_coef"] = old.pop("ent_coef")
+    assert cfg.differences(old) == []
+    old["entropy_coef"] = 0.5
+    assert cfg.differences(old) == ["ent_coef"]
