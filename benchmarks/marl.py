@@ -6,16 +6,20 @@ same budget of env steps, then run paired with LARA and MARA on the same seeds.
    (``python -m mara_agents.marl train ...``; ``rllib_ppo`` with RLlib's own environment's
    Python, ``.venv-rllib/bin/python``). A model already there is kept if it was trained
    with the same budget and seed, and refused otherwise.
-2. **Evaluate** LARA, MARA and every trained model on seeds ``0..seeds-1`` of each preset
-   (the episode store of the other suites: resumable, paired).
+2. **Evaluate** LARA, MARA and every trained model on seeds ``seed_offset ..
+   seed_offset + seeds - 1`` (default 0-49) of each preset (the episode store of the other
+   suites: resumable, paired).
 3. **Report** into ``<out>``: ``table.md`` (completion, paired difference to LARA and to
    MARA), ``training.md`` (env steps, wall time, library, command per model),
    ``curve_<algorithm>.png`` (the training episodes' completion rate against env steps),
    and the other suites' ``results.json`` / ``results.csv``.
+
+    mara-bench marl --presets CoRE-v0 --algorithms ippo mappo --seeds 50 --out results/marl
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -24,9 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.flags import Command, add_out, add_presets, add_seeds, add_workers, integer
 from benchmarks.report import markdown_table, summarise, write_report
 from benchmarks.runner import EpisodeSpec, run_episodes
 from benchmarks.store import write_atomic
+from core_env.utils.checks import check_int, fail
 from mara_agents.marl import ALGORITHMS, MODELS_DIR, PORTABLE_TORCH, model_file
 
 PRESETS = ("CoRE-v0", "CoRE-Heavy-v0")
@@ -36,7 +42,7 @@ ENV_STEPS = 200_000
 """The training budget of every algorithm, in env steps (slots of the whole cluster)."""
 
 SEEDS = 50
-"""Evaluation seeds 0..49 (the schedule suite's)."""
+"""Evaluation seeds: 50 (0..49 with the default offset 0, the schedule suite's)."""
 
 TRAIN_SEED = 0
 """The training seed of every model (the policies run ``<algorithm>-seed0.pt``)."""
@@ -117,28 +123,35 @@ def policy_name(algorithm: str, models: Path) -> str:
 def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
         algorithms: Sequence[str] = ALGORITHMS, env_steps: int = ENV_STEPS, seeds: int = SEEDS,
         workers: int = 2, rllib_python: Path = RLLIB_PYTHON,
-        progress: bool = True) -> str:
-    """Train what is missing, evaluate, and write the report; returns ``table.md``'s text.
+        progress: bool = True, seed_offset: int = 0) -> str:
+    """Train what is missing, evaluate on seeds ``seed_offset .. seed_offset + seeds - 1``,
+    and write the report; returns ``table.md``'s text.
 
     Raises:
         ValueError: a bad argument, a model trained otherwise, or ``rllib_ppo`` asked for
             without RLlib's environment, before anything runs.
     """
     import core_env
-    from mara_agents.mat.checkpoint import shipped
 
-    for name, value, low in (("env_steps", env_steps, 1), ("seeds", seeds, 2),
-                             ("workers", workers, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    for name, value, low in (("env_steps", env_steps, 1), ("seeds", seeds, 1),
+                             ("seed_offset", seed_offset, 0), ("workers", workers, 1)):
+        check_int(name, value, low)
     bad = [a for a in algorithms if a not in ALGORITHMS]
     if bad or not algorithms or len(set(algorithms)) != len(algorithms):
-        raise ValueError(f"algorithms: expected distinct names among {ALGORITHMS}, got "
-                         f"{list(algorithms)}")
+        fail("algorithms", list(algorithms), f"distinct names among {ALGORITHMS}")
     bad = [p for p in presets if p not in core_env.PRESETS]
     if bad or not presets:
-        raise ValueError(f"presets: expected some of {sorted(core_env.PRESETS)}, got "
-                         f"{list(presets)}")
+        fail("presets", list(presets), f"some of {sorted(core_env.PRESETS)}")
+    return _run(out, presets, algorithms, env_steps, seeds, seed_offset, workers,
+                rllib_python, progress)
+
+
+def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str], env_steps: int,
+         seeds: int, seed_offset: int, workers: int, rllib_python: Path,
+         progress: bool) -> str:
+    """:func:`run` on checked arguments (a stored model or RLlib's Python checked here)."""
+    from mara_agents.mat.checkpoint import shipped
+
     models, seed = out / "models", TRAIN_SEED
     jobs = [(a, p, model_file(models, p, a, seed)) for p in presets for a in algorithms]
     blobs = {}
@@ -157,11 +170,12 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
     policies = [*refs, *names.values()]
     from mara_agents.policy import policy_fingerprint
 
-    specs = [EpisodeSpec(p, pol, s) for p in presets for pol in policies for s in range(seeds)]
+    evaluated = range(seed_offset, seed_offset + seeds)
+    specs = [EpisodeSpec(p, pol, s) for p in presets for pol in policies for s in evaluated]
     results = run_episodes(specs, out, workers=workers, progress=progress,
                            policy_hashes={p: policy_fingerprint(p) for p in policies})
     meta = {"suite": "marl", "policies": policies, "presets": list(presets),
-            "seeds": list(range(seeds)), "env_steps": env_steps, "train_seed": seed,
+            "seeds": list(evaluated), "env_steps": env_steps, "train_seed": seed,
             "reference": "lara"}
     table = write_report(results, out, meta)
     if "mara" in refs:
@@ -230,3 +244,34 @@ def plot_curves(blobs: dict[tuple[str, str], dict], out: Path, window: int = 20)
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
         save_figure(fig, out / f"curve_{algo}.png")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_presets(parser, PRESETS, help="presets to train and evaluate on")
+    parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS),
+                        help="the algorithms")
+    parser.add_argument("--env-steps", type=integer(1), default=ENV_STEPS,
+                        help="training budget of every algorithm (env steps)")
+    add_seeds(parser, seeds=SEEDS)
+    add_workers(parser, help="training runs and episodes at a time")
+    parser.add_argument("--rllib-python", type=Path, default=RLLIB_PYTHON,
+                        help="the Python of RLlib's own environment (make "
+                             ".venv-rllib/.installed)")
+    add_out(parser, MODELS_DIR.parent,
+            "results folder (models in <out>/models); rerun to resume")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench marl``: the values checked by argparse; the algorithms once more only
+    for repeats, and the stored models and RLlib's Python in :func:`_run`."""
+    if len(set(args.algorithms)) != len(args.algorithms):
+        fail("algorithms", args.algorithms, "each at most once")
+    print(_run(args.out, args.presets, args.algorithms, args.env_steps, args.seeds,
+               args.seed_offset, args.workers, args.rllib_python, progress=True))
+    print(f"results in {args.out}/ (training.md, curve_<algorithm>.png)")
+    return 0
+
+
+COMMAND = Command("marl", "train MaskablePPO, MAPPO, IPPO and RLlib PPO for the same env-step "
+                          "budget, then run them paired with LARA and MARA",
+                  add_arguments, run_command)

@@ -1,7 +1,11 @@
 """The benchmark report's figures (matplotlib, the ``bench`` extra).
 
 Both show mean completion rates with their 95% intervals as error bars, a title naming the
-presets and seeds, labelled axes with units, and the legend outside the data.
+presets and seeds, labelled axes with units, and the legend outside the data. The lines of
+:func:`plot_vs_load` are told apart by colour, marker and line style together
+(:func:`series_styles`: no two policies share all three, however many there are)::
+
+    plot_vs_load(summarise(results), Path("results/default/completion_vs_load.png"))
 """
 
 from __future__ import annotations
@@ -12,6 +16,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+COLORS = tuple(f"C{i}" for i in range(10))
+"""Matplotlib's default colour cycle (tab10)."""
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", ":")
+"""With 10 colours, 7 markers and 3 line styles (pairwise coprime counts), series ``i`` and
+``j`` < 210 share a colour, a marker and a line style only if ``i == j``."""
+
+
+def series_styles(n: int) -> list[tuple[str, str, str]]:
+    """``n`` distinct ``(colour, marker, linestyle)`` triples, neighbours differing in all
+    three: series ``i`` takes colour ``i % 10``, marker ``i % 7`` and line style ``i % 3``
+    (distinct for up to 210 series by the Chinese remainder theorem); beyond 210 each series
+    gets a colour of its own, spread over the hues."""
+    import colorsys
+
+    styles = []
+    for i in range(n):
+        if n <= len(COLORS) * len(MARKERS) * len(LINESTYLES):
+            color = COLORS[i % len(COLORS)]
+        else:
+            r, g, b = colorsys.hsv_to_rgb(i / n, 0.85, 0.8)
+            color = f"#{round(255 * r):02x}{round(255 * g):02x}{round(255 * b):02x}"
+        styles.append((color, MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)]))
+    return styles
 
 
 def _pyplot():
@@ -68,19 +96,25 @@ def plot_vs_load(rows: Sequence[dict[str, Any]], path: Path) -> None:
         return
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for i, policy in enumerate(sorted({r["policy"] for r in rows})):
-        pts = sorted(((loads[r["preset"]], r) for r in rows
-                      if r["policy"] == policy and r["preset"] in loads), key=lambda p: p[0])
+    series = {}
+    for policy in sorted({r["policy"] for r in rows}):
+        series[policy] = sorted(((loads[r["preset"]], r) for r in rows
+                                 if r["policy"] == policy and r["preset"] in loads),
+                                key=lambda p: p[0])
+    bound = {p for p, pts in series.items() if pts and pts[0][1].get("is_bound")}
+    styles = iter(series_styles(len(series) - len(bound)))
+    for policy, pts in series.items():
         x = [p for p, _ in pts]
         y = [100 * r["completion_rate"] for _, r in pts]
         err = [[100 * (r["completion_rate"] - r["ci_low"]) for _, r in pts],
                [100 * (r["ci_high"] - r["completion_rate"]) for _, r in pts]]
-        if pts and pts[0][1].get("is_bound"):  # the clairvoyant bound: no policy reaches it
+        if policy in bound:  # the clairvoyant bound: no policy reaches it
             ax.errorbar(x, y, yerr=err, marker="s", capsize=3, color="black", linestyle="--",
                         label=f"{policy} (clairvoyant)")
         else:
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=f"C{i % 10}",
-                        label=policy)
+            color, marker, linestyle = next(styles)
+            ax.errorbar(x, y, yerr=err, marker=marker, capsize=3, color=color,
+                        linestyle=linestyle, label=policy)
     ax.set_xlabel("load (arrival-rate multiplier of the training load)")
     ax.set_ylabel("completion rate (% of arrived tasks)")
     ax.set_xticks(sorted(set(loads.values())))

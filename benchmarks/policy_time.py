@@ -1,7 +1,7 @@
 """Policy inference cost: wall time of whole episodes per policy, in one process, one torch
 thread, interleaved over the same seeds (``python -m benchmarks policy-time``).
 
-    python -m benchmarks policy-time --policies mara lara --preset CoRE-v0 --seeds 5
+    python -m benchmarks policy-time --policies mara lara --presets CoRE-v0 --seeds 5
 
 For every seed, each policy runs the full episode (forecasts included: the forecast wrapper
 is part of the policy's cost) after one untimed warm-up episode per policy; the report gives
@@ -11,12 +11,14 @@ the last policy's (the baseline), as the ratio of medians and the median of per-
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Command, add_out, add_policies, add_presets, add_seeds, write_json
 from benchmarks.report import markdown_table
 
 
@@ -66,3 +68,24 @@ def format_table(res: dict[str, Any]) -> str:
           f"{r['ratio_of_medians']:.2f}", f"{r['median_ratio']:.2f}"] for r in res["rows"]],
         title=(f"Episode wall time on {res['preset']}, seeds {res['seeds'][0]}-"
                f"{res['seeds'][-1]}, one torch thread (baseline: {res['baseline']})"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policies(parser, ["mara", "lara"],
+                 help="policies to time (at least two); the last is the baseline")
+    add_presets(parser, ["CoRE-v0"], one=True)
+    add_seeds(parser, seeds=5, seed_offset=1000)
+    add_out(parser, None, "write the result as JSON here")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench policy-time``: argparse checked each value; :func:`run` checks that
+    there are at least two policies."""
+    res = run(args.policies, args.presets[0], args.seeds, args.seed_offset, progress=True)
+    print(format_table(res))
+    write_json(args.out, res)
+    return 0
+
+
+COMMAND = Command("policy-time", "episode wall time per policy (inference cost)",
+                  add_arguments, run_command)

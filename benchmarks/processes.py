@@ -1,9 +1,8 @@
 """Worker processes that end when their parent does.
 
 A process pool's workers outlive a parent killed with SIGKILL (nothing runs in the parent to
-stop them): measured before this module, two benchmark workers (~345 MB each) and the
-resource tracker stayed alive for over ten minutes. :func:`worker_pool` starts workers that
-watch their parent:
+stop them), and so does the resource tracker. :func:`worker_pool` starts workers that watch
+their parent:
 
 * on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills the worker the moment
   the thread that started it exits;
@@ -11,7 +10,10 @@ watch their parent:
   still the one that started the worker, and exits the worker if not.
 
 The resource tracker of :mod:`multiprocessing` then ends by itself (its pipe closes when
-the last process holding it is gone).
+the last process holding it is gone)::
+
+    with worker_pool(2) as pool:
+        results = list(pool.map(run_episode_spec, specs))
 """
 
 from __future__ import annotations

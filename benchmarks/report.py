@@ -5,7 +5,9 @@ completion rate with its 95% interval, the paired difference to a reference poli
 default) and, with clairvoyant-bound records, each policy's share of the bound.
 :func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
 ``completion_<preset>.png`` for every preset and ``completion_vs_load.png`` when the presets
-differ only in their load. :func:`markdown_table` is the one table formatter of every suite.
+differ only in their load. :func:`markdown_table` is the one table formatter of every suite::
+
+    table = write_report(results, Path("results/mine"), {"suite": "mine", "reference": "lara"})
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import (EPISODE_FIELDS, code_version, config_record, write_atomic,
-                              write_csv)
+from benchmarks.store import EPISODE_FIELDS, code_version, config_record, write_atomic, write_csv
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""

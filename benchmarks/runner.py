@@ -6,7 +6,10 @@ the specs that have no stored result yet, writes each result as soon as it is do
 resumes without recomputing finished episodes. Episodes run in this process
 (``workers=1``), on a local pool of ``workers`` processes that die with this one
 (:func:`benchmarks.processes.worker_pool`), or as Ray tasks (``backend="ray"``, the ``ray``
-extra); every episode is a pure function of its spec, so all three give identical results.
+extra); every episode is a pure function of its spec, so all three give identical results::
+
+    specs = [EpisodeSpec("CoRE-Small-v0", "lara", seed) for seed in range(3)]
+    results = run_episodes(specs, Path("results/mine"), workers=2)
 """
 
 from __future__ import annotations

@@ -16,10 +16,13 @@ part: the resident set size (``/proc/self/statm``) and the peak RSS so far
 (``ru_maxrss``). "Start" is the first checkpoint (after 5% of the steps, so imports, buffers
 and the first episodes are allocated); the part counts as flat when the peak RSS grows by
 less than 5% (and 16 MiB) from there to the end.
+
+    mara-bench soak --presets CoRE-v0 --env-steps 1000000 --batched-steps 100000
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import resource
@@ -29,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Command, add_out, add_presets, integer
 from benchmarks.report import markdown_table
 from benchmarks.store import write_atomic
+from core_env.utils.checks import check_int
 
 CHECKPOINTS = 20
 """Memory samples per part."""
@@ -141,7 +146,7 @@ def soak_batched(preset: str, num_envs: int, steps: int, seed: int, progress: bo
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
         act = (rng.random(mask.shape) * mask).argmax(axis=-1)
-        obs, mask, reward, done, info = envs.step(act)
+        obs, mask, reward, _done, info = envs.step(act)
         if not np.all(np.isfinite(reward)):
             raise RuntimeError(f"batched step {step}: non-finite reward")
         if step % 16 == 0:
@@ -178,8 +183,13 @@ def run(preset: str = "CoRE-v0", env_steps: int = 1_000_000, batched_steps: int 
     """
     for name, value in (("env_steps", env_steps), ("batched_steps", batched_steps),
                         ("num_envs", num_envs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        check_int(name, value, 1)
+    return _soak(preset, env_steps, batched_steps, num_envs, seed, progress)
+
+
+def _soak(preset: str, env_steps: int, batched_steps: int, num_envs: int, seed: int,
+          progress: bool) -> dict[str, Any]:
+    """:func:`run` on checked arguments."""
     from benchmarks.store import code_version, config_record
 
     start = {"rss_mib": round(rss_mib(), 2), "peak_rss_mib": round(peak_rss_mib(), 2)}
@@ -198,19 +208,19 @@ def format_table(res: dict[str, Any]) -> str:
     """Markdown summary of :func:`run`'s result."""
     pz, bt = res["pettingzoo"], res["batched"]
     rows = [
-        ("PettingZoo env steps", f"{pz['steps']:,} ({pz['episodes']:,} episodes, "
-                                 f"{pz['steps_per_second']:,} steps/s)"),
-        ("PettingZoo peak RSS start -> end", f"{pz['peak_rss_start_mib']:.1f} -> "
+        ("PettingZoo env steps", (f"{pz['steps']:,} ({pz['episodes']:,} episodes, "
+                                 f"{pz['steps_per_second']:,} steps/s)")),
+        ("PettingZoo peak RSS start -> end", (f"{pz['peak_rss_start_mib']:.1f} -> "
                                              f"{pz['peak_rss_end_mib']:.1f} MiB "
                                              f"(RSS {pz['rss_start_mib']:.1f} -> "
-                                             f"{pz['rss_end_mib']:.1f})"),
-        (f"batched steps at B = {bt['num_envs']}", f"{bt['steps']:,} ({bt['env_steps']:,} "
+                                             f"{pz['rss_end_mib']:.1f})")),
+        (f"batched steps at B = {bt['num_envs']}", (f"{bt['steps']:,} ({bt['env_steps']:,} "
                                                    f"env-steps, {bt['episodes']:,} episodes, "
-                                                   f"{bt['env_steps_per_second']:,} env-steps/s)"),
-        ("batched peak RSS start -> end", f"{bt['peak_rss_start_mib']:.1f} -> "
+                                                   f"{bt['env_steps_per_second']:,} env-steps/s)")),
+        ("batched peak RSS start -> end", (f"{bt['peak_rss_start_mib']:.1f} -> "
                                           f"{bt['peak_rss_end_mib']:.1f} MiB "
                                           f"(RSS {bt['rss_start_mib']:.1f} -> "
-                                          f"{bt['rss_end_mib']:.1f})"),
+                                          f"{bt['rss_end_mib']:.1f})")),
         ("memory flat", "yes" if res["flat"] else "NO"),
         ("errors", str(res["errors"])),
     ]
@@ -222,3 +232,28 @@ def write(res: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "soak.json", json.dumps(res, indent=2))
     write_atomic(out / "table.md", format_table(res))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_presets(parser, ["CoRE-v0"], one=True)
+    parser.add_argument("--env-steps", type=integer(1), default=1_000_000,
+                        help="PettingZoo env steps")
+    parser.add_argument("--batched-steps", type=integer(1), default=100_000,
+                        help="batched steps")
+    parser.add_argument("--num-envs", type=integer(1), default=256, help="batch size B")
+    parser.add_argument("--seed", type=integer(0), default=0, help="seed")
+    add_out(parser, Path("results/soak"), "results folder")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench soak``: every value checked by argparse."""
+    res = _soak(args.presets[0], args.env_steps, args.batched_steps, args.num_envs, args.seed,
+                progress=True)
+    write(res, args.out)
+    print(format_table(res))
+    print(f"results in {args.out}/")
+    return 0
+
+
+COMMAND = Command("soak", "1M env steps + 100k batched steps: memory and errors",
+                  add_arguments, run_command)

@@ -3,7 +3,7 @@
 For each backend of :data:`core_env.dynamics.BACKENDS` (``numba``, the default, and
 ``numpy``, the reference the kernels must equal bit for bit), in interleaved runs:
 
-* the PettingZoo env's steps/s on ``--preset`` (CoRE-v0);
+* the PettingZoo env's steps/s on ``--presets`` (one preset, CoRE-v0);
 * the batched simulator at B = 1, 64 and 256 on that preset: env-steps/s and node-decisions/s,
   and at B = 256 with ``observations="blocks"`` (no per-node copies of the task table);
 * cluster sizes N = 16, 64, 256 and 1,024 with K = N / 2 and the training load per node
@@ -22,6 +22,7 @@ untimed step. Ratios are taken between the backends' medians in the same run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -35,6 +36,16 @@ from typing import Any
 import numpy as np
 
 import core_env
+from benchmarks.flags import (
+    VALUE,
+    Command,
+    add_out,
+    add_presets,
+    arg_type,
+    integer,
+    positive,
+    write_json,
+)
 from benchmarks.report import markdown_table
 from core_env.presets import scaled
 
@@ -81,12 +92,12 @@ def batched_rate(cfg, backend: str, num_envs: int, seconds: float, seed: int,
     env = core_env.BatchedCoreEnv(cfg, num_envs, seed=seed, copy=False, backend=backend,
                                   observations=observations)
     rng = np.random.default_rng(seed)
-    obs, mask = env.reset()
+    _obs, mask = env.reset()
     elapsed, steps = 0.0, -1
     while elapsed < seconds or steps < 3:
         acts = random_masked(rng, mask)
         t0 = time.perf_counter()
-        obs, mask, *_ = env.step(acts)
+        _obs, mask, *_ = env.step(acts)
         if steps >= 0:
             elapsed += time.perf_counter() - t0
         steps += 1
@@ -129,13 +140,25 @@ def run(preset: str = "CoRE-v0", runs: int = 3, seconds: float = 1.0,
         backends: tuple[str, ...] = ("numpy", "numba"), batch_sizes=BATCH_SIZES,
         sizes=SIZES, scale_batch: int = SCALE_BATCH, seed: int = 0,
         first: bool = True, progress: bool = False) -> dict[str, Any]:
-    """Median throughputs over ``runs`` interleaved repetitions (module docstring)."""
+    """Median throughputs over ``runs`` interleaved repetitions (module docstring).
+
+    Raises:
+        ValueError: an unknown backend, or ``numba`` without numba.
+    """
+    for b in backends:
+        core_env.dynamics.check_backend(b)
+    return _measure(preset, runs, seconds, backends, batch_sizes, sizes, scale_batch, seed,
+                    first, progress)
+
+
+def _measure(preset: str, runs: int, seconds: float, backends: tuple[str, ...],
+             batch_sizes, sizes, scale_batch: int, seed: int, first: bool,
+             progress: bool) -> dict[str, Any]:
+    """:func:`run` on checked arguments."""
     from tqdm import tqdm
 
     from core_env import pmath
 
-    for b in backends:
-        core_env.dynamics.check_backend(b)
     jobs = [("pettingzoo", None, 1)] + [("batched", None, b) for b in batch_sizes]
     jobs += [("blocks", None, max(batch_sizes))]
     jobs += [(kind, n, scale_batch if kind == "batched" else 1)
@@ -217,3 +240,45 @@ def format_table(res: dict[str, Any]) -> str:
             ["backend", "numba cache", "import s", "first reset s", "first step s"], rows,
             title="A fresh process (compilation happens once; the cache is on disk)")
     return out
+
+
+def _backend(text: str) -> str:
+    """A backend of :data:`core_env.dynamics.BACKENDS` that this installation can run."""
+    from core_env.dynamics import BACKENDS, check_backend
+    from core_env.utils.checks import fail
+
+    if text not in BACKENDS:
+        fail(VALUE, text, f"one of {', '.join(BACKENDS)}")
+    return check_backend(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_presets(parser, ["CoRE-v0"], one=True)
+    parser.add_argument("--runs", type=integer(1), default=3, help="interleaved repetitions")
+    parser.add_argument("--seconds", type=positive, default=1.0,
+                        help="timed seconds per measurement")
+    parser.add_argument("--backends", nargs="+", type=arg_type(_backend), metavar="BACKEND",
+                        default=["numpy", "numba"],
+                        help="backends, numpy and/or numba (ratios: last / first)")
+    parser.add_argument("--batch-sizes", nargs="+", type=integer(1), default=list(BATCH_SIZES),
+                        help="batch sizes B on the preset")
+    parser.add_argument("--sizes", nargs="+", type=integer(2), default=list(SIZES),
+                        help="cluster sizes N (K = N/2, load per node of CoRE-v0)")
+    parser.add_argument("--no-first-call", action="store_true",
+                        help="skip the fresh-process timings")
+    parser.add_argument("--seed", type=integer(0), default=0, help="seed")
+    add_out(parser, None, "write the result as JSON here")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench speed``: every value (backends included) checked by argparse."""
+    res = _measure(args.presets[0], args.runs, args.seconds, tuple(args.backends),
+                   tuple(args.batch_sizes), tuple(args.sizes), SCALE_BATCH, args.seed,
+                   first=not args.no_first_call, progress=True)
+    print(format_table(res))
+    write_json(args.out, res)
+    return 0
+
+
+COMMAND = Command("speed", "compiled kernels vs the numpy reference: env throughput",
+                  add_arguments, run_command)

@@ -4,7 +4,9 @@ Completion rates, shares of the clairvoyant bound and paired differences of rate
 bounded ranges ([0, 1], [0, 1] and [-1, 1]); their t-intervals are clipped to the range
 (``bounds=``), so a table never shows a rate interval beyond 0% or 100%. With few seeds a
 clipped interval is still a t-interval inside the range, not an exact one: report enough
-seeds (the suites use 10 to 50).
+seeds (the suites use 10 to 50)::
+
+    mean, low, high = mean_ci(completion_rates, bounds=RATE)
 """
 
 from __future__ import annotations

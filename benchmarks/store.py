@@ -5,7 +5,9 @@ atomically by :func:`write_atomic` as soon as it is done), ``manifest.json`` (ea
 config hash and the code versions that contributed) and the summary files the report
 writes. Every stored record is checked on read (:func:`check_record`): a file that does not
 parse or does not match what its name says is moved aside as ``*.corrupt`` and recomputed,
-with a warning naming it.
+with a warning naming it::
+
+    write_atomic(out / "table.md", table)   # readers see the old file or the new one
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def code_version() -> str:
     head = None
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, cwd=root, timeout=10)
+                             text=True, cwd=root, timeout=10, check=False)
         if out.returncode == 0 and out.stdout.strip():
             head = out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -24,16 +24,35 @@ completions (:func:`core_env.bound.clairvoyant_bound`, see ``docs/bound.md``). I
 through the same runner as the episodes (as the pseudo-policy :data:`BOUND_POLICY`: in
 parallel, stored per seed, resumable), and the table gains each policy's completions as a
 share of the bound and a row for the bound itself.
+
+On the command line each suite is ``mara-bench <suite>`` (:data:`COMMANDS`, flags from
+:mod:`benchmarks.flags`); its values are checked by argparse, and :func:`run_suite`'s own
+checks (:func:`check_suite_args`) are for Python callers::
+
+    mara-bench default --presets CoRE-Small-v0 --seeds 2 --policies lara edf --out /tmp/x
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from benchmarks.flags import (
+    Command,
+    add_backend,
+    add_out,
+    add_policies,
+    add_presets,
+    add_reference,
+    add_seeds,
+    add_workers,
+)
 from benchmarks.report import write_report
 from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
+from core_env.utils.checks import check_int, fail
 from mara_agents.policy import BASELINES, check_policy_spec
 
 
@@ -107,10 +126,29 @@ def run_spec(spec: EpisodeSpec) -> dict[str, Any]:
     return run_episode_spec(spec)
 
 
-def _whole(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return value
+def resolve_policies(suite: str, policies: Sequence[str] | None = None,
+                     reference: str | None = None) -> tuple[str, ...]:
+    """The policies a run of ``suite`` takes, checked against each other and ``reference``
+    (what no single flag can check); by default the suite's, each checked to resolve
+    (``policies`` given are checked by the caller: argparse, or :func:`check_suite_args`).
+
+    Raises:
+        ValueError: a default that does not resolve, the bound's name as a policy, a policy
+            twice, or a ``reference`` that is not one of the policies.
+    """
+    if policies:
+        policies = tuple(policies)
+    else:
+        policies = tuple(check_policy_spec(p) for p in suite_policies(suite))
+    if BOUND_POLICY in policies:
+        raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
+                         f"policy")
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"policies: each at most once, got {list(policies)}")
+    if reference is not None and reference not in policies:
+        raise ValueError(f"reference: expected one of the policies {list(policies)}, "
+                         f"got {reference!r}")
+    return policies
 
 
 def check_suite_args(suite: str, policies: Sequence[str] | None = None,
@@ -127,29 +165,22 @@ def check_suite_args(suite: str, policies: Sequence[str] | None = None,
     import core_env
 
     if suite not in SUITES:
-        raise ValueError(f"suite: expected one of {sorted(SUITES)}, got {suite!r}")
+        fail("suite", suite, f"one of {sorted(SUITES)}")
     spec = SUITES[suite]
-    policies = tuple(policies) if policies else suite_policies(suite)
-    for p in policies:
-        if p == BOUND_POLICY:
-            raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
-                             f"policy")
-        check_policy_spec(p)
-    if len(set(policies)) != len(policies):
-        raise ValueError(f"policies: each at most once, got {list(policies)}")
-    if reference is not None and reference not in policies:
-        raise ValueError(f"reference: expected one of the policies {list(policies)}, "
-                         f"got {reference!r}")
+    for p in policies or ():
+        if p != BOUND_POLICY:  # named by resolve_policies
+            check_policy_spec(p)
+    policies = resolve_policies(suite, policies, reference)
     presets = tuple(presets) if presets else spec.presets
     unknown = [p for p in presets if p not in core_env.PRESETS]
     if unknown:
         raise ValueError(f"presets: unknown {unknown}; expected some of "
                          f"{sorted(core_env.PRESETS)}")
-    n = _whole("seeds", spec.seeds if seeds is None else seeds, 1)
-    _whole("seed_offset", seed_offset, 0)
-    _whole("workers", workers, 1)
+    n = check_int("seeds", spec.seeds if seeds is None else seeds, 1)
+    check_int("seed_offset", seed_offset, 0)
+    check_int("workers", workers, 1)
     if backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        fail("backend", backend, f"one of {BACKENDS}")
     return policies, presets, n
 
 
@@ -197,6 +228,15 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     """
     policies, presets, n = check_suite_args(suite, policies, presets, seeds, seed_offset,
                                             workers, backend, reference)
+    return _run_checked(suite, out, policies, presets, n, seed_offset, workers, backend,
+                        ray_address, progress, bound, reference)
+
+
+def _run_checked(suite: str, out: Path, policies: tuple[str, ...], presets: Sequence[str],
+                 n: int, seed_offset: int, workers: int, backend: str,
+                 ray_address: str | None, progress: bool, bound: bool | None,
+                 reference: str | None) -> str:
+    """:func:`run_suite` on checked arguments (the policies built on every preset first)."""
     spec = SUITES[suite]
     reference = spec.reference if reference is None else reference
     check_policies_fit(policies, presets)
@@ -215,3 +255,44 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     if with_bound:
         meta["bound_options"] = dict(BOUND_OPTIONS)
     return write_report(results, out, meta)
+
+
+HELP = {
+    "default": "every baseline and MARA on CoRE-v0 and CoRE-Heavy-v0, seeds 0-9",
+    "schedule": "every baseline and MARA on every preset, 50 seeds, with the clairvoyant "
+                "bound",
+    "baselines": "the baseline schedulers on four presets, 20 seeds (docs/baselines.md)",
+    "ablation": "MARA and its fine-tuned ablations (mara_agents.ablations), 50 seeds, paired "
+                "against their control",
+}
+"""The one-line help of each suite's subcommand."""
+
+
+def add_arguments(parser: argparse.ArgumentParser, suite: str) -> None:
+    """The flags of a scheduling suite, its defaults those of :data:`SUITES`."""
+    spec = SUITES[suite]
+    add_policies(parser, None, help="built-in names or package.module:Factory specs of your "
+                                    "own (default: the suite's)")
+    add_presets(parser, spec.presets)
+    add_seeds(parser, spec.seeds)
+    add_workers(parser)
+    add_backend(parser, "where episodes run", "ray.init(address=...) to join a cluster")
+    add_reference(parser, None, f"the policy the others are paired against (default: "
+                                f"{spec.reference})")
+    add_out(parser, Path("results") / suite, "results folder; rerun to resume")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench <suite>``: the values are checked by argparse, the policies against
+    each other here, once (:func:`resolve_policies`)."""
+    policies = resolve_policies(args.suite, args.policies, args.reference)
+    print(_run_checked(args.suite, args.out, policies, tuple(args.presets), args.seeds,
+                       args.seed_offset, args.workers, args.backend, args.ray_address,
+                       progress=True, bound=None, reference=args.reference))
+    print(f"results in {args.out}/")
+    return 0
+
+
+COMMANDS = tuple(Command(name, HELP[name], functools.partial(add_arguments, suite=name),
+                         run_command) for name in SUITES)
+"""The scheduling suites' subcommands of ``mara-bench``."""

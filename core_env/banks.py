@@ -1,12 +1,15 @@
 """Real learning-curve banks and the real arrival trace (SPEC §6).
 
-The package ships small files extracted from public data under ``core_env/data/`` (made by
-``python -m benchmarks.data.prepare``; sources, licences and the split are listed in
-``core_env/data/manifest.json`` and in ``docs/workloads.md``). Nothing here needs the
-packages the data came from.
+The package ships small files extracted from public data in ``core_env/data/`` (rebuilt by
+``make data``; sources, licences and the split in ``core_env/data/manifest.json`` and
+``docs/workloads.md``). Nothing here needs the packages the data came from::
 
-**Curve banks** (``<family>.npz``): ragged real learning curves, each a list of
-(work, loss) points with work strictly increasing. Arrays:
+    bank = load_bank("lcdb")
+    work, loss, smooth = bank.curve(0)
+    print(bank.n_curves, bank.split("held-out").size)
+
+**Curve banks** (``<family>.npz``, read and checked by :func:`load_bank`): ragged real
+learning curves, each a list of (work, loss) points with work strictly increasing.
 
 ==============  ==============  ===========================================================
 array           dtype           meaning
@@ -22,22 +25,16 @@ array           dtype           meaning
 ``held_out``    bool[n]         the curve is in the held-out split (whole groups only)
 ==============  ==============  ===========================================================
 
-**How a bank curve becomes a task** (:func:`place_curves`): the task's required work s* is
-drawn as for the synthetic families. A curve of the split is drawn, then a *record point*
-of it: a point, past the first quarter of the curve's log-work span, where the observed loss
-is lower than at every earlier point. The curve's work axis is rescaled so that this point
-lies at s* node-slots, and the observed and smooth curves are evaluated on the simulator's
-log-work grid (linear in log work and log loss, flat outside the curve's range). The target
-is the smooth curve's value at s* (as the synthetic families' target is the noise-free
-curve's value at s*), raised to the lowest tabulated observed loss at grid points up to s*
-where the noise never gets that low: always a loss the replayed curve really reaches, so the
-work a task needs comes from the data (at most one grid step past s*), not from a formula.
-(Using the record's own loss instead puts 40% of lcdb and sb3-rl targets in noise dips
-narrower than 20% of the work, which a scheduler can only hit by luck.)
+**Tasks from bank curves** (:func:`place_curves`): a *record point* of a drawn curve (past
+the first quarter of its log-work span, below every earlier observed loss) is rescaled to the
+task's required work s*, the curves are evaluated on the simulator's log-work grid, and the
+target is the smooth curve's value at s*, or the lowest observed loss up to s* if the noise
+never gets that low: a loss the replayed curve really reaches, at most one grid step past s*.
+Step by step, and why: ``docs/workloads.md``, "How a real curve becomes a task".
 
-**Arrival trace** (``alibaba-2018-arrivals.npz``): the arrival second of every job in the
-hour of Alibaba's 2018 cluster trace that ``spar`` ships. :func:`trace_arrivals` cuts an
-episode's window out of it and thins it to the configured rate.
+**Arrival trace** (``alibaba-2018-arrivals.npz``, :func:`load_trace`): the arrival second of
+every job in the hour of Alibaba's 2018 cluster trace that ``spar`` ships.
+:func:`trace_arrivals` cuts an episode's window out of it and thins it to the configured rate.
 """
 
 from __future__ import annotations
@@ -143,7 +140,7 @@ def _manifest(data_dir: Path, required: bool) -> dict:
         if required:
             raise BankError(f"{path}: manifest missing: the shipped data files cannot be "
                             f"checked (reinstall the package, or regenerate them with "
-                            f"`python -m benchmarks.data.prepare`)") from None
+                            f"`python -m tools.data.prepare`)") from None
         return {}
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise BankError(f"{path}: unreadable manifest ({e})") from e
@@ -164,7 +161,7 @@ def _read_npz(path: Path, expected: dict[str, str]) -> dict[str, np.ndarray]:
     be listed and match."""
     if not path.is_file():
         raise BankError(f"{path}: file missing (regenerate it with "
-                        f"`python -m benchmarks.data.prepare`)")
+                        f"`python -m tools.data.prepare`)")
     files = _manifest(path.parent, required=path.parent.resolve() == DATA_DIR)
     if files or path.parent.resolve() == DATA_DIR:
         entry = files.get(path.name)

@@ -1,35 +1,17 @@
 """Synthetic loss-curve families and their noise models (SPEC §6).
 
-Every curve is tabulated on one fixed grid of log cumulative work (:data:`LOG_WORK_GRID`)
-and evaluated by linear interpolation in (log work, log loss); below the first grid point
-it is flat, above the last one it is flat. Tabulation makes every family, including the
-real-data families to come, the same kind of object for the simulator: a row of
-``GRID_SIZE`` log-losses.
+Every curve is tabulated on one fixed grid of log cumulative work (:data:`LOG_WORK_GRID`,
+``GRID_SIZE`` points) and read by linear interpolation in (log work, log loss), flat outside
+the grid, so every family, the real-data ones included, is the same kind of object for the
+simulator: a row of ``GRID_SIZE`` log-losses. A curve is
+``l(s) = l_inf + (l_0 - l_inf) * g(s / scale)`` with a decreasing shape ``g`` of its family
+(``supervised``, ``rl``, ``vision``; :data:`MIXES` holds the parameter ranges of each mix),
+and its observed path adds a noise path drawn once per task as a function of log work
+(common random numbers). The shapes and noise models: ``docs/env.md``, "Task families and
+noise"::
 
-A curve is ``l(s) = l_inf + (l_0 - l_inf) * g(s / scale)`` with a decreasing shape ``g``
-from 1 to 0, taken from learning-curve research (Domhan et al. 2015, flipped to decreasing
-losses):
-
-============  ======================================  ==============================
-family        shapes                                  noise model
-============  ======================================  ==============================
-supervised    pow3 ``(1+u)^-k``, weibull               smooth: mild correlated noise
-              ``exp(-u^k)``, mmf ``1/(1+u^k)``,
-              ilog ``(1+ln(1+u))^-k``
-rl            sigmoid plateaus in log-work             heteroscedastic (largest while
-              (1 to 3 stages)                          learning), occasional regressions
-vision        power law ``(1+u)^-k`` with              mild noise
-              learning-rate-step drops
-============  ======================================  ==============================
-
-The four supervised shapes stand for Domhan et al.'s families up to reparametrisation:
-pow3/pow4 (power law with an offset), weibull (also Janoschek and exp4: stretched
-exponentials), mmf (also Hill3 and log-power: log-logistic) and ilog (ilog2).
-
-The observed log-loss path is the true one plus a noise path drawn once per task as a
-function of log work (common random numbers): Gaussian knots every 4 grid points, linearly
-interpolated (a correlated component), uniform white noise per grid point (interpolated, so
-the path is still a function of work), and for ``rl`` Gaussian bumps (regressions).
+    rng = np.random.default_rng(0)
+    family, true_ll, observed_ll, log_target = sample_curves(rng, "train", np.array([20.0, 80.0]))
 """
 
 from __future__ import annotations

@@ -1,34 +1,19 @@
 """Portable elementwise math: the same bits on every machine, at every array length.
 
-numpy's transcendental ufuncs (``exp``, ``log``, ``log1p``, ``power``, ``tanh``, ...) are
-dispatched at run time to SIMD kernels chosen for the CPU (AVX2, AVX-512, SVML, NEON) and fall
-back to the C library elsewhere, for instance on short or strided arrays. Each kernel is
-accurate to about one unit in the last place (ULP), but they round differently, so the same
-call can give different bits on two machines, or for two array lengths on one machine. In a
-simulator one ULP is enough to flip a task's success, so :mod:`core_env` never calls them
-for a quantity that decides an outcome (workloads, work, losses, targets, rewards,
-observation features, forecasts); ``tests/core_env/test_pmath.py`` checks the source for it.
+numpy's transcendental ufuncs (``exp``, ``log``, ``log1p``, ``power``, ``tanh``, ...) round
+differently on different CPUs and array lengths, and one ULP can flip a task's success, so
+:mod:`core_env` computes every quantity that decides an outcome with these functions instead
+(``tests/core_env/test_pmath.py`` scans the source for platform math). They are fdlibm's
+algorithms in float64 with IEEE-754's correctly rounded operations only, each rounded on its
+own (no FMA): ``exp`` and ``log`` within 1 ULP, ``log1p`` and ``expm1`` within 2, ``pow``
+within about ``|y ln x|`` ULP; :func:`rowsum` sums in one fixed order and :func:`interp`
+never fuses a multiply-add. Two backends give the same bits: compiled ufuncs
+(:mod:`core_env._pmath_numba`, the ``fast`` extra) and numpy kernels
+(``CORE_ENV_PMATH=numpy`` forces them); :data:`BACKEND` says which runs. Algorithms,
+accuracy and cost: ``docs/reliability.md``, "Portable results"::
 
-The functions here compute in float64 with IEEE-754's correctly rounded operations only
-(``+ - * /``, comparisons, ``rint``, and the exact ``frexp``/``ldexp``), each rounded on its
-own (no multiply and add fused into one FMA). Those operations give one result on every
-IEEE-754 machine, whatever SIMD kernel runs them, so these functions do too: on x86-64 at
-every SIMD level, on aarch64, for scalars and for arrays of any length or stride. Accuracy,
-checked against 120-bit arithmetic by the tests: ``exp`` and ``log`` within 1 ULP, ``log1p``
-and ``expm1`` within 2, ``pow`` within about ``|y ln x|`` ULP.
-
-The algorithms are fdlibm's (Sun Microsystems, 1993; the C library behind Java's
-``StrictMath``): ``exp`` by Cody-Waite reduction ``x = n ln2 + r`` and a rational
-approximation in ``r``; ``log`` by ``x = 2**k m`` with ``m`` in [sqrt(2)/2, sqrt(2)) and a
-polynomial in ``s = (m - 1) / (m + 1)``; ``log1p`` and ``expm1`` by Goldberg's and Kahan's
-corrections of ``log(1 + x)`` and ``exp(x) - 1``. Results below the normal range (``exp(x)``
-for x < -708.39) are flushed to 0.0, so no subnormal rounding is involved.
-
-Two backends compute exactly the same bits: compiled ufuncs (:mod:`core_env._pmath_numba`,
-when numba is installed: the ``fast`` extra) and numpy kernels (always available, 10-20x
-slower on short arrays). :data:`BACKEND` says which one runs; the environment variable
-``CORE_ENV_PMATH=numpy`` forces the numpy kernels (the tests use it to check that both give
-the same episodes).
+    from core_env import pmath
+    pmath.exp(np.array([0.0, 1.0]))   # array([1.        , 2.71828183]) on every machine
 """
 
 from __future__ import annotations

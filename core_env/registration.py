@@ -43,7 +43,7 @@ def make_live_aec(preset: str, **overrides: Any):
 
 
 LIVE_PRESET_IDS = ("Live-Small-v0", "Live-v0")
-"""The live presets (:mod:`core_env.live.presets`), registered for PettingZoo only."""
+"""The live presets (:mod:`core_env.live.live_presets`), registered for PettingZoo only."""
 
 
 def _register_pettingzoo(preset: str, parallel: Any, aec: Any) -> None:

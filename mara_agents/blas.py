@@ -3,12 +3,15 @@
 The numpy FM sampler and the numpy MAT multiply small float32 matrices (a few dozen rows).
 numpy's OpenBLAS splits such products over every core it sees, and when the other cores are
 busy (the training jobs a scheduler shares its machine with, the other episodes of a
-benchmark) each product waits for a core: on a 2-core machine with one other busy process, a
-``CoRE-64-v0`` MARA episode took 3.0 s with OpenBLAS's two threads and 1.2 s with one, for
-the same actions. :func:`one_blas_thread` limits BLAS to one thread for the duration of a
-call (threadpoolctl; the previous setting is restored afterwards). The results agree to
-float32 rounding, not bit for bit: OpenBLAS's threaded products can round differently from
-its one-thread ones (its Haswell kernels do).
+benchmark) each product waits for a core (measured in ``docs/mara.md``, "Inference cost").
+:func:`one_blas_thread` limits BLAS to one thread for the duration of a call (threadpoolctl;
+the previous setting is restored afterwards); :func:`single_blas_thread` is the decorator::
+
+    with one_blas_thread():
+        actions = policy.act(observations)
+
+The results agree with the threaded ones to float32 rounding, not bit for bit: OpenBLAS's
+threaded products can round differently from its one-thread ones (its Haswell kernels do).
 """
 
 from __future__ import annotations

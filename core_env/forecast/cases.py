@@ -3,19 +3,19 @@
 Used by the forecast benchmark (SPEC §4: prefixes at 10%, 20% and 40% of the work to
 target) and to train learned forecasters. A case is one task: its curve and noise path are
 drawn as in the environment (:func:`core_env.curves.draw_curve_params`), its target is the
-hidden curve's value at s*, and it is observed as a scheduler would see it: once per slot
-of training, at cumulative work points reached by increments that do not depend on the
-truth, up to a prefix end. The truth is the least work at or after the prefix end at which
-the *observed* loss reaches the target (what success needs), minus the work done.
+hidden curve's value at s*, and it is observed as a scheduler would see it, once per slot of
+training, up to a prefix end. The truth is the least work at or after the prefix end at
+which the *observed* loss reaches the target (what success needs), minus the work done::
 
-Observation schedule (environment-like, truth-independent): each task gets a work rate r
-drawn log-uniformly from ``rate`` (node-slots per observation: in ``CoRE-v0`` a slot
-delivers k**alpha with 1 <= k <= 8 nodes at speed 1, about 1 to 5), lowered to at most a
-third of the prefix end so that short prefixes still hold a few observations, and every
-increment is r times a lognormal(0, 0.3) factor (the node count changing from slot to
-slot). Given the work done so far (which every forecaster sees), the number and spacing of
-the observations carry no information about the remaining work. (An earlier version
-spaced observations by the true work to target, which leaked the answer.)
+    cases = make_cases(np.random.default_rng(0), "train", 100, prefix=0.2)
+
+Observation schedule (truth-independent): each task gets a work rate r drawn log-uniformly
+from ``rate`` (node-slots per observation: in ``CoRE-v0`` a slot delivers k**alpha with
+1 <= k <= 8 nodes at speed 1, about 1 to 5), lowered to at most a third of the prefix end so
+that short prefixes still hold a few observations, and every increment is r times a
+lognormal(0, 0.3) factor. Given the work done so far, the number and spacing of the
+observations carry no information about the remaining work (``docs/forecasting.md``, "The
+forecast benchmark", says why that matters).
 """
 
 from __future__ import annotations

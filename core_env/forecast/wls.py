@@ -1,27 +1,13 @@
 """LARA's remaining-work estimator: exponentially weighted ridge least squares (SPEC §4).
 
-For a task with observations (x_i, y_i) = (ln s_i, ln l_i), i = 1..n, fit the power law
-``ln l = c - b ln s`` by minimising
-
-    sum_i gamma**(n - i) * (y_i - c + b x_i)**2 + lam * b**2,
-
-i.e. exponentially forgetting old observations (gamma in (0, 1)) with a ridge penalty on the
-slope. With weighted means xbar, ybar (weights w_i = gamma**(n-i), W = sum w_i):
-
-    b = -sum w (x - xbar)(y - ybar) / (sum w (x - xbar)**2 + lam),   c = ybar + b xbar.
-
-The required work is ``s* = exp((c - ln eps) / b)`` and the remaining work ``s* - s_n``
-clipped to [0, REMAINING_CAP]. The weighted sums are updated online
-(:class:`OnlineWLS`: S <- gamma S + new term), so the fit costs O(1) per observation.
-
-Uncertainty: the weighted residual scale sigma (floored at ``min_sigma``) is propagated to
-ln s* by the delta method (d ln s* / dc = 1/b), so ln s* ~ N(mu, (sigma/b)**2); the
-quantiles, the mean (log-normal) and p_reach = P(s* <= s_n + budget) follow.
-
-Degenerate fits return a documented fallback, never NaN or inf: a task whose latest loss
-is already at or below the target has remaining work 0 (p_reach 1); fewer than two
-observations, no spread in work, or a non-decreasing fit (b <= ``min_slope``) give
-REMAINING_CAP with p_reach 0 ("no evidence the target will be reached").
+:class:`WLSForecaster` fits the power law ``ln l = c - b ln s`` to a task's observations with
+weights ``gamma**(n - i)`` and a ridge penalty on the slope, and reads off the required work
+``s* = exp((c - ln eps) / b)``; the residual scale gives a log-normal distribution of ``s*``
+(quantiles, mean, ``p_reach``). :class:`OnlineWLS` updates the weighted sums in O(1) per
+observation. Degenerate fits return documented fallbacks, never NaN or inf: 0 (``p_reach`` 1)
+for a task already at its target; ``REMAINING_CAP`` (``p_reach`` 0) for fewer than two
+observations, no spread in work or a non-decreasing fit. The formulas and defaults:
+``docs/forecasting.md``, "WLS: LARA's estimator".
 """
 
 from __future__ import annotations

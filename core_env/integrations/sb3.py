@@ -7,27 +7,14 @@ for parameter-shared (Maskable)PPO. Needs the ``sb3`` extra (``pip install -e ".
     model = MaskablePPO("MultiInputPolicy", make_vec_env("CoRE-Small-v0", 2), seed=0)
     model.learn(65_536)
 
-SuperSuit turns the parallel env into a vector env with one entry per node
-(``pettingzoo_env_to_vec_env_v1``) and stacks copies of it (``concat_vec_envs_v1``).
-:class:`SeededSB3VecEnv` hands MaskablePPO each node's ``action_mask`` through
-``env_method("action_masks")``, so no node picks an empty slot.
-
-Two known rough edges of SuperSuit's SB3 wrapper are handled here, on our side, by
-:class:`SeededSB3VecEnv`:
-
-* it has no working ``seed``: SB3 calls ``env.seed(seed)`` when the model is seeded, which
-  raises (SuperSuit's ``ConcatVecEnv`` has no ``seed``), and its ``reset()`` never passes a
-  seed on, so every run would draw fresh workloads. The wrapper keeps the seed and gives it
-  to the next ``reset`` (copy i of the env gets ``seed + i``).
-* SB3 bootstraps the value of a *truncated* episode only when the final info carries
-  ``"TimeLimit.truncated": True``; SuperSuit folds truncation into ``done`` and keeps only
-  what the env wrote in its infos. ``core_env`` writes that key; the wrapper also sets it
-  from SuperSuit's truncation flags, so an env that does not still bootstraps correctly.
-
-And one clash of conventions: SB3 reads ``info["episode"]`` as its ``Monitor`` record
-(``{"r": return, "l": length}``), while ``core_env`` puts its episode statistics there. The
-wrapper adds ``r`` and ``l`` (the episode's return and length) next to our keys, so SB3 logs
-``rollout/ep_rew_mean`` = mean return = mean number of completed tasks.
+:func:`make_vec_env` stacks copies of SuperSuit's per-node vector env in
+:class:`SeededSB3VecEnv`, which hands MaskablePPO each node's ``action_mask`` through
+``env_method("action_masks")`` and repairs SuperSuit's rough edges on our side: it seeds
+(copy i of the env gets ``seed + i`` at the next ``reset``), it sets
+``"TimeLimit.truncated"`` from SuperSuit's truncation flags so that SB3 bootstraps truncated
+episodes, and it adds SB3's ``r`` and ``l`` to our ``info["episode"]`` (so
+``rollout/ep_rew_mean`` is the mean number of completed tasks). Details and measured runs:
+``docs/integrations.md``, "Parameter-shared PPO over the PettingZoo env (SuperSuit)".
 """
 
 from __future__ import annotations

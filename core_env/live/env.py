@@ -50,11 +50,11 @@ import numpy as np
 from core_env import dynamics, pmath
 from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
+from core_env.live.live_workload import LiveWorkload, generate_live_workload
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
 from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, shared_makespan
 from core_env.utils.system import cpu_count
-from core_env.live.workload import LiveWorkload, generate_live_workload
 from core_env.workload import Workload, validate_workload
 
 
@@ -125,7 +125,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if config is None and preset is None:
             preset = "Live-Small-v0"
         if config is None:
-            from core_env.live.presets import live_config
+            from core_env.live.live_presets import live_config
 
             config = live_config(preset, **overrides)
             preset, overrides = None, {}

@@ -1,5 +1,5 @@
 """Training jobs the live runtime drives (SPEC §8): the :class:`TrainingJob` protocol, job
-specs, and the built-in kinds.
+specs, the kind registry and the numpy job kinds.
 
 A job is one real training run. The runtime never looks inside it; it only asks it to
 
@@ -20,22 +20,36 @@ of optimiser steps, and progress per sample falls with k as it does in real clus
 A job kind is named by a :class:`JobSpec`: ``kind`` is a built-in name of :data:`JOB_KINDS`
 or ``"package.module:Class"`` (your own training loop: a class with the four methods,
 constructed as ``Class(**variant)``), ``variant`` its keyword arguments (the hyperparameters
-that make curves differ) and ``seed``.
+that make curves differ) and ``seed``. A built-in kind's module is imported when the kind is
+asked for, so ``cnn-digits`` needs torch (the ``jobs-torch`` extra) and ``sb3-classic``
+Stable-Baselines3 (``jobs-sb3``) only when they are used::
+
+    job = make_job(JobSpec("mlp-digits", {"hidden": 32}, seed=1))
+    losses = [job.train(1, nodes) for nodes in (1, 2, 4)]
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import io
 import math
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from core_env.live.sb3_job import SB3ClassicJob
+from core_env.live.datasets import digits_split, mnist1d_split
 from core_env.live.scaling import check_lr_scaling, scaled_lr
+from core_env.utils.checks import check_int, check_number, fail
+
+JOB_KINDS: dict[str, str] = {
+    "mlp-digits": "core_env.live.jobs:MLPDigitsJob",
+    "mlp-mnist1d": "core_env.live.jobs:MLPMnist1DJob",
+    "cnn-digits": "core_env.live.torch_jobs:CNNDigitsJob",
+    "sb3-classic": "core_env.live.sb3_jobs:SB3ClassicJob",
+}
+"""Built-in job kinds: name -> the ``"package.module:Class"`` it stands for (imported by
+:func:`job_class` when the kind is asked for)."""
 
 
 @runtime_checkable
@@ -71,12 +85,11 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not self.kind:
-            raise ValueError(f"kind: expected a job kind name, got {self.kind!r}")
+            fail("kind", self.kind, "a job kind name")
         if not isinstance(self.variant, dict):
             raise ValueError(f"variant: expected a dict of keyword arguments, got "
                              f"{type(self.variant).__name__}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
+        check_int("seed", self.seed, minimum=0, exact=True)
 
 
 def job_class(kind: str) -> type:
@@ -85,15 +98,16 @@ def job_class(kind: str) -> type:
     Raises:
         ValueError: unknown name, or a spec that does not import or is not a class with
             the :class:`TrainingJob` methods.
+        ImportError: a built-in kind whose extra is not installed (the message names it).
     """
+    module_name, sep, attr = JOB_KINDS.get(kind, kind).partition(":")
     if kind in JOB_KINDS:
-        return JOB_KINDS[kind]
-    module_name, sep, attr = kind.partition(":")
+        return getattr(import_module(module_name), attr)
     if not sep or not module_name or not attr:
         raise ValueError(f"kind {kind!r}: expected one of {sorted(JOB_KINDS)} or "
                          f"'package.module:Class'")
     try:
-        cls = getattr(importlib.import_module(module_name), attr)
+        cls = getattr(import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"kind {kind!r}: cannot import it ({e})") from e
     missing = [m for m in ("setup", "train", "save", "load") if not callable(getattr(cls, m,
@@ -114,25 +128,44 @@ def make_job(spec: JobSpec) -> TrainingJob:
     return job
 
 
-def _arrays_to_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+def arrays_to_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """The ``.npz`` bytes of ``arrays`` (read back by :func:`bytes_to_arrays`)."""
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
 
 
-def _bytes_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
+def bytes_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
+    """The arrays of :func:`arrays_to_bytes`."""
     with np.load(io.BytesIO(blob), allow_pickle=False) as f:
         return {k: f[k] for k in f.files}
+
+
+def generator_state(rng: np.random.Generator) -> list[str]:
+    """The state of a PCG64 generator as four decimal strings (its 128-bit state and
+    increment, ``has_uint32``, ``uinteger``), for a job's :meth:`~TrainingJob.save`."""
+    bitgen = rng.bit_generator.state
+    return [str(bitgen["state"]["state"]), str(bitgen["state"]["inc"]),
+            str(bitgen["has_uint32"]), str(bitgen["uinteger"])]
+
+
+def generator_from_state(values: Any) -> np.random.Generator:
+    """The generator whose :func:`generator_state` is ``values``."""
+    state, inc, has_uint32, uinteger = (int(v) for v in values)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
+                               "has_uint32": has_uint32, "uinteger": uinteger}
+    return rng
 
 
 class MLPDigitsJob:
     """A one-hidden-layer MLP on scikit-learn's bundled digits (8x8 images, 10 classes),
     trained with minibatch SGD with momentum in numpy (no torch).
 
-    The split is fixed (stratified 70/30, seed 0, the split of the ``real-vision`` bank's
-    ``digits`` variant), pixels scaled to [0, 1]; the observed loss is the validation
-    cross-entropy. A work unit is ``unit_samples`` training samples; with k nodes a step
-    uses a batch of ``k * batch`` samples (synchronous data parallelism).
+    The split is :func:`~core_env.live.datasets.digits_split` (stratified 70/30, seed 0, the
+    split of the ``real-vision`` bank's ``digits`` variant); the observed loss is the
+    validation cross-entropy. A work unit is ``unit_samples`` training samples; with k nodes
+    a step uses a batch of ``k * batch`` samples (synchronous data parallelism).
 
     Args:
         hidden: hidden units. lr: learning rate (of one node's batch). momentum: SGD
@@ -144,29 +177,20 @@ class MLPDigitsJob:
 
     def __init__(self, hidden: int = 32, lr: float = 0.05, momentum: float = 0.9,
                  batch: int = 16, unit_samples: int = 256, lr_scaling: str = "none") -> None:
+        self.hidden = check_int("hidden", hidden, minimum=1)
+        self.lr = float(check_number("lr", lr, 0.0, lo_open=True))
+        self.momentum = float(check_number("momentum", momentum, 0.0, 1.0, hi_open=True))
+        self.batch = check_int("batch", batch, minimum=1)
+        self.unit_samples = check_int("unit_samples", unit_samples, minimum=1)
         if unit_samples % batch:
-            raise ValueError(f"unit_samples: expected a multiple of batch={batch}, got "
-                             f"{unit_samples}")
-        check_lr_scaling(lr_scaling)
-        self.lr_scaling = lr_scaling
-        self.hidden, self.lr, self.momentum = int(hidden), float(lr), float(momentum)
-        self.batch, self.unit_samples = int(batch), int(unit_samples)
+            fail("unit_samples", unit_samples, f"a multiple of batch={batch}")
+        self.lr_scaling = check_lr_scaling(lr_scaling)
         self.params: dict[str, np.ndarray] = {}
 
     @staticmethod
-    @functools.lru_cache(maxsize=1)
     def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(x_train, y_train, x_val, y_val) of the fixed split (loaded once per process)."""
-        try:
-            from sklearn.datasets import load_digits
-            from sklearn.model_selection import train_test_split
-        except ImportError as e:  # pragma: no cover - the live extra installs it
-            raise ImportError("the mlp-digits job needs scikit-learn: pip install -e "
-                              "'.[live]'") from e
-        x, y = load_digits(return_X_y=True)
-        xt, xv, yt, yv = train_test_split(x / 16.0, y, test_size=0.3, random_state=0,
-                                          stratify=y)
-        return xt, yt, xv, yv
+        """(x_train, y_train, x_val, y_val) of the fixed split."""
+        return digits_split()
 
     def setup(self, seed: int) -> None:
         self.x, self.y, self.xv, self.yv = self.data()
@@ -216,157 +240,28 @@ class MLPDigitsJob:
     def save(self) -> bytes:
         state = {f"p_{k}": np.asarray(a) for k, a in self.params.items()}  # numpy or torch
         state.update({f"v_{k}": np.asarray(a) for k, a in self.velocity.items()})
-        bitgen = self.rng.bit_generator.state
-        state["rng_state"] = np.array([bitgen["state"]["state"], bitgen["state"]["inc"]],
-                                      dtype=object).astype(str)
-        state["rng_extra"] = np.array([bitgen["has_uint32"], bitgen["uinteger"]])
+        state["rng"] = np.array(generator_state(self.rng))
         state["samples"] = np.array(self.samples)
-        return _arrays_to_bytes(state)
+        return arrays_to_bytes(state)
 
     def load(self, blob: bytes) -> None:
-        state = _bytes_to_arrays(blob)
+        state = bytes_to_arrays(blob)
         self.params = {k[2:]: a for k, a in state.items() if k.startswith("p_")}
         self.velocity = {k[2:]: a for k, a in state.items() if k.startswith("v_")}
-        s, inc = (int(v) for v in state["rng_state"])
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = {
-            "bit_generator": "PCG64", "state": {"state": s, "inc": inc},
-            "has_uint32": int(state["rng_extra"][0]), "uinteger": int(state["rng_extra"][1])}
+        self.rng = generator_from_state(state["rng"])
         self.samples = int(state["samples"])
 
 
 class MLPMnist1DJob(MLPDigitsJob):
     """The MLP of :class:`MLPDigitsJob` on MNIST-1D (Greydanus 2020: 10 classes of
     one-dimensional signals of length 40), built offline by the ``mnist1d`` package
-    (``make_dataset`` with its default arguments, the ``mnist1d`` variant of the
-    ``real-vision`` bank: 4,000 training and 1,000 validation signals; the ``live`` extra).
-    Work units, nodes, variants and the observed loss are as for :class:`MLPDigitsJob`.
+    (:func:`~core_env.live.datasets.mnist1d_split` with its default arguments, the
+    ``mnist1d`` variant of the ``real-vision`` bank: 4,000 training and 1,000 validation
+    signals; the ``live`` extra). Work units, nodes, variants and the observed loss are as
+    for :class:`MLPDigitsJob`.
     """
 
     @staticmethod
-    @functools.lru_cache(maxsize=1)
     def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(x_train, y_train, x_val, y_val) (built once per process)."""
-        import random
-
-        try:
-            from mnist1d.data import get_dataset_args, make_dataset
-        except ImportError as e:  # pragma: no cover - the live extra installs it
-            raise ImportError("the mlp-mnist1d job needs mnist1d: pip install -e "
-                              "'.[live]'") from e
-        py_state, np_state = random.getstate(), np.random.get_state()
-        try:  # make_dataset reseeds the global generators: leave them as they were
-            d = make_dataset(get_dataset_args())
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
-        return (d["x"].astype(np.float64), d["y"].astype(np.int64),
-                d["x_test"].astype(np.float64), d["y_test"].astype(np.int64))
-
-
-class CNNDigitsJob(MLPDigitsJob):
-    """A small convolutional network on the same digits split, in torch (the ``agents``
-    extra; imported when the job is built, so ``core_env`` does not need torch).
-
-    Two 3x3 convolutions of ``channels`` channels with ReLU, a 2x2 max-pool and a linear
-    layer to the 10 classes, trained with minibatch SGD with momentum (the update of
-    :class:`MLPDigitsJob`, on torch's gradients). The initial weights come from a
-    ``torch.Generator`` seeded with the job's seed, the minibatches from the same numpy
-    generator as the MLP's, so the run is determined by the seed (training runs on one torch
-    thread, whatever the process's setting, so that the sums are the same in every
-    process). Work units, nodes,
-    ``lr_scaling`` and the observed loss are as for :class:`MLPDigitsJob`.
-
-    Args:
-        channels: convolution channels. lr, momentum, batch, unit_samples, lr_scaling: as
-            for :class:`MLPDigitsJob`.
-    """
-
-    def __init__(self, channels: int = 8, lr: float = 0.05, momentum: float = 0.9,
-                 batch: int = 16, unit_samples: int = 256, lr_scaling: str = "none") -> None:
-        super().__init__(hidden=1, lr=lr, momentum=momentum, batch=batch,
-                         unit_samples=unit_samples, lr_scaling=lr_scaling)
-        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-            raise ValueError(f"channels: expected an integer >= 1, got {channels!r}")
-        self.channels = channels
-
-    def setup(self, seed: int) -> None:
-        import torch
-
-        x, self.y, xv, self.yv = self.data()
-        self.x = torch.from_numpy(x.reshape(-1, 1, 8, 8).astype(np.float32))
-        self.xv = torch.from_numpy(xv.reshape(-1, 1, 8, 8).astype(np.float32))
-        gen = torch.Generator().manual_seed(seed)
-        c = self.channels
-
-        def init(*shape: int) -> torch.Tensor:  # He-uniform in the fan-in
-            fan_in = math.prod(shape[1:])
-            bound = math.sqrt(6.0 / fan_in)
-            return (torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * bound
-
-        self.params = {"c1": init(c, 1, 3, 3), "c1b": torch.zeros(c),
-                       "c2": init(c, c, 3, 3), "c2b": torch.zeros(c),
-                       "fc": init(10, c * 16), "fcb": torch.zeros(10)}
-        self.velocity = {k: torch.zeros_like(v) for k, v in self.params.items()}
-        self.rng = np.random.default_rng(seed)
-        self.samples = 0
-
-    def _logits(self, x: Any) -> Any:
-        import torch.nn.functional as F
-
-        p = self.params
-        h = F.relu(F.conv2d(x, p["c1"], p["c1b"], padding=1))
-        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2"], p["c2b"], padding=1)), 2)
-        return F.linear(h.flatten(1), p["fc"], p["fcb"])
-
-    def loss(self) -> float:
-        import torch
-        import torch.nn.functional as F
-
-        with torch.no_grad():
-            return float(F.cross_entropy(self._logits(self.xv), torch.from_numpy(self.yv)))
-
-    def train(self, units: int, nodes: int) -> float:
-        import torch
-
-        bsz = self.batch * nodes
-        lr = scaled_lr(self.lr, self.lr_scaling, nodes)
-        y_all = torch.from_numpy(self.y)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # the same sums in every process (restored below)
-        try:
-            self._steps(units * self.unit_samples // self.batch, bsz, lr, y_all)
-            return self.loss()
-        finally:
-            torch.set_num_threads(threads)
-
-    def _steps(self, steps: int, bsz: int, lr: float, y_all: Any) -> None:
-        import torch
-        import torch.nn.functional as F
-
-        p, v = self.params, self.velocity
-        for _ in range(steps):
-            idx = torch.from_numpy(self.rng.integers(0, len(self.y), bsz))
-            for t in p.values():
-                t.requires_grad_(True)
-            loss = F.cross_entropy(self._logits(self.x[idx]), y_all[idx])
-            grads = torch.autograd.grad(loss, list(p.values()))
-            with torch.no_grad():
-                for (k, t), g in zip(p.items(), grads):
-                    v[k] = self.momentum * v[k] - lr * g
-                    p[k] = (t + v[k]).detach()
-            self.samples += bsz
-
-    def load(self, blob: bytes) -> None:
-        import torch
-
-        super().load(blob)
-        self.params = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in
-                       self.params.items()}
-        self.velocity = {k: torch.from_numpy(np.ascontiguousarray(a)) for k, a in
-                         self.velocity.items()}
-
-
-JOB_KINDS: dict[str, type] = {"mlp-digits": MLPDigitsJob, "mlp-mnist1d": MLPMnist1DJob,
-                               "cnn-digits": CNNDigitsJob, "sb3-classic": SB3ClassicJob}
-"""Built-in job kinds by name."""
+        """(x_train, y_train, x_val, y_val) of MNIST-1D's own split."""
+        return mnist1d_split()

@@ -44,7 +44,7 @@ from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import LOG_WORK_GRID
 from core_env.live.jobs import JobSpec
-from core_env.live.workload import LiveWorkload, reference_table
+from core_env.live.live_workload import LiveWorkload, reference_table
 from core_env.workload import Workload
 
 FORMAT = "core_env.live.record/2"

@@ -2,21 +2,15 @@
 single-environment inference (MARA in one env, ``backend="numpy"`` of
 :class:`~mara_agents.forecast.FlowMatchingForecaster`).
 
-A single environment re-forecasts one or two tasks per slot, so every call integrates a
-few dozen 32-wide trajectories through a 48-wide MLP: torch's per-operation dispatch, not
-arithmetic, is the cost, and numpy's is several times lower. :class:`NumpySampler`
-computes what :meth:`FlowForecastNet.sample` computes (the same layers and solver; tested
-equal to float32 rounding) and keeps the time biases of each ``(steps, solver)`` it has
-seen, which do not depend on the inputs. SiLU is written ``u + u tanh(u)`` with
-``u = x / 2``, which equals ``x sigmoid(x)`` and cannot overflow; the snapshot halves the
-weights and biases that feed a SiLU (exact in floating point), so each layer computes
-``u`` directly. ``tanh`` is a rational function of float32 operations
-(:func:`~mara_agents.forecast._tanh.tanh_rational`, within 4e-7 of the exact one), not
-numpy's CPU-dependent kernel.
-
-With numba installed (the ``fast`` extra) the elementwise passes around the matrix products
-(biases, SiLU, the Euler update) run as compiled, vectorised loops with the same float32
-operations (:mod:`mara_agents.forecast._sampler_numba`; ``KERNELS`` says which).
+A single environment re-forecasts one or two tasks per slot, so torch's per-operation
+dispatch, not arithmetic, would be the cost. :class:`NumpySampler` computes what
+:meth:`FlowForecastNet.sample` computes (the same layers and solver; tested equal to float32
+rounding) and keeps the time biases of each ``(steps, solver)`` it has seen. SiLU is written
+``u + u tanh(u)`` with ``u = x / 2`` (equal to ``x sigmoid(x)``, cannot overflow; the snapshot
+halves the weights and biases that feed a SiLU, exactly), with the portable
+:func:`~mara_agents.forecast._tanh.tanh_rational`. With numba installed (the ``fast`` extra)
+the elementwise passes run compiled with the same float32 operations
+(:mod:`mara_agents.forecast._sampler_numba`; :data:`KERNELS` says which).
 
 The snapshot copies the weights: build a new one after the network changes (FM training's
 validation forecaster keeps the torch path for that reason).

@@ -5,36 +5,23 @@
     tensorboard --logdir runs/fm
 
 One seeding block: ``np.random.default_rng(seed)`` draws the training cases, then the
-validation cases (both from the ``train`` mix, and with ``real_weight`` > 0 that fraction
-replayed from real curves: training cases from the banks' ``fit`` split, validation cases
-from their ``calibration`` split; the ``held-out`` mix and split are for evaluation only;
-observed on the truth-independent schedule of :func:`~core_env.forecast.cases.make_cases`);
-one ``torch.Generator`` seeded with
-``seed`` initialises the network and then draws every minibatch, augmentation, noise vector
-and time. Same seed and thread count on the same machine give the same checkpoint bytes.
+validation cases (both from the ``train`` mix, observed on the truth-independent schedule of
+:func:`~core_env.forecast.cases.make_cases`; with ``real_weight`` > 0 that fraction replayed
+from real curves: training cases from the banks' ``fit`` split, validation cases from their
+``calibration`` split; the ``held-out`` mix and split are for evaluation only). One
+``torch.Generator`` seeded with ``seed`` initialises the network and then draws every
+minibatch, augmentation, noise vector and time. Same seed and thread count on the same
+machine give the same checkpoint bytes.
 
-Loop (CFM, Lipman et al. 2023 eq. 23): sample a minibatch of cases, their prefix features
-``f`` and future trajectories ``x1``, transform their losses (:func:`transform_log_loss`);
-draw ``x0 ~ N(0, I)`` and ``t ~ U[0, 1]``; the
-:class:`~mara_agents.forecast.matcher.ConditionalFlowMatcher` gives ``(t, x_t, u_t)``;
-minimise ``mean ||v_theta(t, x_t, f) - u_t||^2`` with AdamW, linear warm-up then cosine
-decay, gradient clipping.
-
-Logged to TensorBoard (``log_dir``):
-
-* ``train/loss``: the CFM loss of the minibatch (mean over rows and trajectory points);
-* ``train/lr``: the learning rate;
-* ``val/median_abs_log_ratio``: median |ln(q50 / true remaining)| on the validation cases
-  (finite positive truth), sampled with the run's sampler settings and ``spread`` 1;
-* ``val/median_rel_err``: median |q50 - true| / true on the same cases;
-* ``val/coverage``: fraction of validation cases with q10 <= true <= q90;
-* ``val/spread`` (once, at the end): the fitted calibration temperature, and
-  ``val/coverage_calibrated`` with it.
-
-After the last step the calibration temperature ``spread`` is fitted on the validation
-cases so that the [q10, q90] coverage is as close to 0.8 as the search grid allows, stored
-in the checkpoint's sampler config, and the checkpoint is written with a JSON summary next
-to it (same name, ``.json``).
+Loop (CFM, Lipman et al. 2023 eq. 23): a minibatch of cases, their prefix features ``f`` and
+future trajectories ``x1``, their losses transformed (:func:`transform_log_loss`); ``x0 ~
+N(0, I)`` and ``t ~ U[0, 1]``; the :class:`~mara_agents.forecast.matcher.ConditionalFlowMatcher`
+gives ``(t, x_t, u_t)``; minimise ``mean ||v_theta(t, x_t, f) - u_t||^2`` with AdamW, linear
+warm-up then cosine decay, gradient clipping. After the last step the calibration
+temperature ``spread`` is fitted on the validation cases (the [q10, q90] coverage as close to
+0.8 as the search grid allows) and stored in the checkpoint's sampler config; a JSON summary
+is written next to the checkpoint (same name, ``.json``). The TensorBoard keys
+(``log_dir``) are listed in ``docs/forecasting_fm.md``.
 """
 
 from __future__ import annotations

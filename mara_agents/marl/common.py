@@ -14,6 +14,7 @@ benchmark loads.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,35 @@ def check_layout(blob: dict[str, Any], env: Any, path: str | Path) -> None:
     if diff:
         raise ValueError(f"{path}: trained for another layout: " + ", ".join(
             f"{k} {a} (model) vs {b} (env)" for k, (a, b) in diff.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOSettings:
+    """The settings every adapter's PPO shares, in the project's vocabulary (each adapter
+    translates them to its library's names where it calls it; ``gamma = 1``, as every learner
+    on this env should use)."""
+
+    steps_per_update: int = 2048
+    """Env steps (slots) collected per update."""
+    minibatch_size: int = 256
+    """Env steps per minibatch."""
+    epochs: int = 4
+    """Passes over each batch."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer widths of the networks."""
+    ent_coef: float = 0.01
+    """Entropy bonus."""
+    gamma: float = 1.0
+    """Discount (1: the shaped return equals the completions)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+
+    def __post_init__(self) -> None:
+        if self.steps_per_update % self.minibatch_size:
+            raise ValueError(f"minibatch_size: expected a divisor of steps_per_update "
+                             f"({self.steps_per_update}), got {self.minibatch_size}")
 
 
 class CurveLog:

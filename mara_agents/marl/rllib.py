@@ -26,7 +26,7 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 import core_env
-from mara_agents.marl.common import CurveLog, RecordParallel, env_layout, save_model
+from mara_agents.marl.common import CurveLog, PPOSettings, RecordParallel, env_layout, save_model
 
 ENV_NAME = "core_env_parallel"
 """The name the env creator is registered under with ``ray.tune``."""
@@ -78,25 +78,11 @@ def make_env(env_config: dict | None = None) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class RLlibPPOConfig:
-    """RLlib PPO settings (those of the TorchRL and SB3 runs; ``gamma = 1``)."""
+class RLlibPPOConfig(PPOSettings):
+    """RLlib PPO settings (those of the TorchRL and SB3 runs)."""
 
-    steps_per_update: int = 2048
-    """Env steps per training iteration (RLlib's ``train_batch_size_per_learner``)."""
-    minibatch_size: int = 256
-    """Env steps per minibatch."""
-    epochs: int = 4
-    """Passes over each batch."""
-    lr: float = 3e-4
-    """Adam learning rate."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer widths (``fcnet_hiddens``)."""
-    ent_coef: float = 0.01
-    """Entropy bonus (RLlib's ``entropy_coeff``)."""
-    gamma: float = 1.0
-    """Discount."""
-    gae_lambda: float = 0.95
-    """GAE lambda (RLlib's ``lambda_``)."""
+    # RLlib's names: train_batch_size_per_learner, minibatch_size, num_epochs, lr,
+    # fcnet_hiddens, entropy_coeff, gamma, lambda_ (see build)
 
 
 def build(preset: str = "CoRE-v0", seed: int = 0, config: RLlibPPOConfig = RLlibPPOConfig()

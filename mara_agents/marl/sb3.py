@@ -19,34 +19,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from mara_agents.marl.common import (ACTIVATIONS, CurveLog, RecordGym, check_layout,
+from mara_agents.marl.common import (ACTIVATIONS, CurveLog, PPOSettings, RecordGym, check_layout,
                                      env_layout, load_model, save_model)
 
 
 @dataclasses.dataclass(frozen=True)
-class MaskablePPOConfig:
+class MaskablePPOConfig(PPOSettings):
     """MaskablePPO settings (SB3's defaults but for the batch size, epochs, width and
-    entropy bonus, which match the TorchRL runs; ``gamma = 1``)."""
-
-    steps_per_update: int = 2048
-    """Env steps per rollout (SB3's ``n_steps``)."""
-    minibatch_size: int = 256
-    """Env steps per minibatch (SB3's ``batch_size``)."""
-    epochs: int = 4
-    """Passes over each rollout (SB3's ``n_epochs``)."""
-    lr: float = 3e-4
-    """Adam learning rate (SB3's ``learning_rate``)."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer widths of the policy and value networks (SB3's ``net_arch``)."""
-    ent_coef: float = 0.01
-    """Entropy bonus."""
-    gamma: float = 1.0
-    """Discount."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
+    entropy bonus, which match the TorchRL runs)."""
 
     def sb3_kwargs(self) -> dict[str, Any]:
-        """These settings under SB3's names (``MaskablePPO(**kwargs)``)."""
+        """These settings under SB3's names (``MaskablePPO(**kwargs)``; ``hidden`` is the
+        policy's ``net_arch``)."""
         return {"n_steps": self.steps_per_update, "batch_size": self.minibatch_size,
                 "n_epochs": self.epochs, "learning_rate": self.lr, "ent_coef": self.ent_coef,
                 "gamma": self.gamma, "gae_lambda": self.gae_lambda}

@@ -1,21 +1,16 @@
 """MAPPO and IPPO with TorchRL's own objectives (``torchrl.objectives.MAPPOLoss`` and
 ``IPPOLoss``) over the PettingZoo env through ``PettingZooWrapper``. Needs the ``torchrl``
-extra (``pip install -e ".[torchrl]"``).
-
-Both train one actor shared by every node (an :func:`~mara_agents.marl.common.mlp` over the
-node's own features, masked with its ``action_mask``); they differ in the critic:
-
-* ``mappo`` (Yu et al. 2022): a centralised critic, one value from the env's global
-  ``state()``, given to every node;
-* ``ippo`` (de Witt et al. 2020): each node's value from its own features (shared weights).
-
-BenchMARL (TorchRL's MARL benchmarking library, which has both) pins ``torchrl<0.12``, an
-older TorchRL than the project's; its algorithms are these two losses, so the losses are
-used directly. The loop is the one of TorchRL's multi-agent PPO tutorial: a
-``Collector`` gathers ``frames_per_batch`` env steps, the advantage is computed once
-(``MultiAgentGAE``), then ``epochs`` passes of minibatches.
+extra (``pip install -e ".[torchrl]"``)::
 
     python -m mara_agents.marl train mappo --preset CoRE-v0 --env-steps 200000 --out m.pt
+
+Both train one actor shared by every node (an :func:`~mara_agents.marl.common.mlp` over the
+node's own features, masked with its ``action_mask``); they differ in the critic: ``mappo``
+(Yu et al. 2022) gives every node one value of the env's global ``state()``, ``ippo`` (de Witt
+et al. 2020) each node a value of its own features (shared weights). The loop is TorchRL's
+multi-agent PPO tutorial's: a ``Collector`` gathers ``frames_per_batch`` env steps, the
+advantage is computed once (``MultiAgentGAE``), then ``epochs`` passes of minibatches. Why
+not BenchMARL: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -27,42 +22,22 @@ from pathlib import Path
 import torch
 
 import core_env
-from mara_agents.marl.common import CurveLog, RecordParallel, env_layout, mlp, save_model
+from mara_agents.marl.common import (CurveLog, PPOSettings, RecordParallel, env_layout, mlp,
+                                     save_model)
 
 GROUP = "node"
 """TorchRL's group of the agents ``node_0 .. node_{N-1}``."""
 
 
 @dataclasses.dataclass(frozen=True)
-class TorchRLPPOConfig:
-    """MAPPO / IPPO settings (TorchRL's tutorial values, ``gamma = 1`` as every learner on
-    this env should use)."""
+class TorchRLPPOConfig(PPOSettings):
+    """MAPPO / IPPO settings (TorchRL's tutorial values)."""
 
-    steps_per_update: int = 2048
-    """Env steps (slots) collected per update (TorchRL's ``frames_per_batch``)."""
-    minibatch_size: int = 256
-    """Env steps per minibatch (each holds every node's sample)."""
-    epochs: int = 4
-    """Passes over each batch."""
-    lr: float = 3e-4
-    """Adam learning rate."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer widths of the actor and the critic."""
     clip: float = 0.2
     """PPO ratio clip (TorchRL's ``clip_epsilon``)."""
-    ent_coef: float = 0.01
-    """Entropy bonus (TorchRL's ``entropy_coeff``)."""
-    gamma: float = 1.0
-    """Discount (1: the shaped return equals the completions)."""
-    gae_lambda: float = 0.95
-    """GAE lambda (TorchRL's ``lmbda``)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
-
-    def __post_init__(self) -> None:
-        if self.steps_per_update % self.minibatch_size:
-            raise ValueError(f"minibatch_size: expected a divisor of steps_per_update "
-                             f"({self.steps_per_update}), got {self.minibatch_size}")
+    # TorchRL's names: frames_per_batch (steps_per_update), entropy_coeff, lmbda
 
 
 class CentralValue(torch.nn.Module):

@@ -1,18 +1,14 @@
 """Greedy MARA inference in numpy: the MAT's encoder and greedy decoder on a snapshot of its
 weights, for single-environment scheduling (:class:`~mara_agents.mat.mara_policy.MARAPolicy`).
 
-At batch size 1 the MAT's tensors are tiny (33 tokens of width 64), so torch's per-operation
-dispatch, not arithmetic, dominates its cost; numpy's per-operation cost is several times
-lower. :class:`NumpyMAT` computes what :meth:`MAT.act` with ``deterministic=True`` computes
-(the same layers, masks and pointer score, tested to give the same actions and logits to
-float32 rounding). Its decoder keeps the conditioning embedding ``phi(c_ij)`` of every
-action token and recomputes it only for the two tokens whose conditioning changes after a
-node's choice (the chosen token and the previous node's), instead of all K + 1. With numba
-installed (the ``fast`` extra) that loop runs compiled (:mod:`mara_agents.mat._decode_numba`:
-the same float32 operations, the same actions in the tests); ``DECODER`` says which.
-
-:class:`NumpyEnsemble` decodes greedily with several MATs at once (an ensemble): their
-weights are stacked along a leading member axis, so every numpy call serves all members.
+At batch size 1 the MAT's tensors are tiny, so torch's per-operation dispatch, not
+arithmetic, would be the cost. :class:`NumpyMAT` computes what :meth:`MAT.act` with
+``deterministic=True`` computes (the same layers, masks and pointer score; tested to give the
+same actions and logits to float32 rounding). Its decoder recomputes the conditioning
+embedding ``phi(c_ij)`` only for the two tokens a node's choice changes (the chosen one and
+the previous node's), and with numba installed (the ``fast`` extra) that loop runs compiled
+(:mod:`mara_agents.mat._decode_numba`; :data:`DECODER` says which). :class:`NumpyEnsemble`
+decodes with several MATs at once, their weights stacked along a leading member axis.
 
 Training never uses this path: rollouts sample through :meth:`MAT.act` and updates use
 :meth:`MAT.evaluate`.

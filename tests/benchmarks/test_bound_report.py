@@ -9,9 +9,9 @@ import json
 import pytest
 
 from benchmarks import report
+from benchmarks.fake_episodes import synthetic_episode
 from benchmarks.runner import EpisodeSpec
 from benchmarks.suites import BOUND_POLICY, bound_record, run_spec, run_suite
-from benchmarks.testing import synthetic_episode
 from core_env.bound import clairvoyant_bound
 
 

@@ -13,7 +13,7 @@ pytest.importorskip("sklearn")
 
 
 def test_the_live_suite_writes_its_table_and_resumes(tmp_path, monkeypatch, capsys):
-    assert main(["live", "--preset", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
+    assert main(["live", "--presets", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
                  "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert "| edf | 1 |" in table

@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("sb3_contrib", reason="the [sb3] extra is not installed")
 pytest.importorskip("torchrl", reason="the [torchrl] extra is not installed")
 
-from benchmarks import marl  # noqa: E402
-from benchmarks.cli import main  # noqa: E402
-from mara_agents.marl import model_file  # noqa: E402
+from benchmarks import marl
+from benchmarks.cli import main
+from mara_agents.marl import model_file
 
 pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning")]
 

@@ -1,1 +1,1 @@
-"""Tests of the benchmarks' data-preparation scripts."""
+"""Tests of the data-preparation scripts (tools/data)."""

@@ -1,4 +1,4 @@
-"""The data-preparation script's pure pieces (benchmarks/data/prepare.py)."""
+"""The data-preparation script's pure pieces (tools/data/prepare.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from benchmarks.data import prepare
+from tools.data import prepare
 from core_env import banks
 from core_env.banks import DATA_DIR, load_bank, validate_bank
 

@@ -12,14 +12,14 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from benchmarks.data.rl_curves import (  # noqa: E402  (after the optional-extra check)
+from tools.data.rl_curves import (  # noqa: E402  (after the optional-extra check)
     HELD_OUT_GROUPS, LOSS_FLOOR, RETURN_RANGE, SPECS, RunSpec, normalised_loss, train_curve)
 
 BANK = Path(__file__).resolve().parents[2] / "core_env" / "data" / "sb3-rl.npz"
 
 # The regenerated curve: CartPole A2C, base configuration, seed 0, its first K points
 # (K * 3,200 = 25,600 timesteps, a few seconds on one thread).
-REGEN_SPEC = next(s for s in SPECS if s.env_id == "CartPole-v1" and s.algo == "A2C")
+REGEN_SPEC = next(s for s in SPECS if s.env_id == "CartPole-v1" and s.algo == "a2c")
 K = 8
 
 
@@ -56,7 +56,7 @@ def test_specs_and_split() -> None:
     assert len(set(labels)) == len(labels)
     assert 40 <= len(SPECS) <= 70
     assert {(s.env_id, s.algo) for s in SPECS} == {
-        (e, a) for e in RETURN_RANGE for a in ("PPO", "A2C")}
+        (e, a) for e in RETURN_RANGE for a in ("ppo", "a2c")}
     assert all(s.total_timesteps // s.eval_every >= 15 for s in SPECS)
     groups = {s.env_id for s in SPECS}
     assert len(HELD_OUT_GROUPS) == 1 and HELD_OUT_GROUPS < groups
@@ -67,9 +67,9 @@ def test_runspec_rejects_missing_ppo_fields() -> None:
     fields = dict(env_id="CartPole-v1", seed=0, total_timesteps=1000, eval_every=100, n_envs=1,
                   learning_rate=1e-3, n_steps=8, gamma=0.99, gae_lambda=0.95)
     with pytest.raises(ValueError, match="batch_size"):
-        RunSpec(algo="PPO", **fields)
+        RunSpec(algo="ppo", **fields)
     with pytest.raises(ValueError, match="batch_size"):
-        RunSpec(algo="A2C", batch_size=8, n_epochs=1, **fields)
+        RunSpec(algo="a2c", batch_size=8, n_epochs=1, **fields)
 
 
 def test_train_curve_format(short_curve: dict[str, Any]) -> None:

@@ -1,6 +1,11 @@
-"""The real vision learning curves: output contract, progress and determinism on tiny runs."""
+"""The real vision learning curves: output contract, progress and determinism on tiny runs,
+and first epochs regenerated against the shipped bank ``core_env/data/real-vision.npz``."""
 
 from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,8 +13,11 @@ import pytest
 pytest.importorskip("sklearn", reason="scikit-learn (data preparation only) is not installed")
 pytest.importorskip("mnist1d", reason="mnist1d (data preparation only) is not installed")
 
-from benchmarks.data.vision_curves import (HELD_OUT_GROUPS, SPECS, VARIANTS,  # noqa: E402
-                                           RunSpec, generate, train_curve)
+from tools.data import vision_curves  # noqa: E402
+from tools.data.vision_curves import (HELD_OUT_GROUPS, SPECS, VARIANTS,  # noqa: E402
+                                      RunSpec, generate, train_curve)
+
+BANK = Path(__file__).resolve().parents[2] / "core_env" / "data" / "real-vision.npz"
 
 TINY = (
     RunSpec("digits", width=8, depth=2, optimizer="adam", lr=1e-2, batch_size=64,
@@ -44,3 +52,30 @@ def test_unknown_variant_is_rejected() -> None:
                    weight_decay=0.0)
     with pytest.raises(ValueError, match="unknown data-set variant"):
         train_curve(spec)
+
+
+# One constant-schedule run per variant, retrained for its first epoch only and evaluated at
+# the full run's steps: the points must be the shipped bank's first ones. The bank's float32
+# sums were taken on another CPU, so they agree to about 1e-7 here, not to the bit.
+REGEN = ("digits/w8d2/adam-lr0.022-constant/bs16/wd0/shift/ln0/e30/s13",
+         "digits-parity/w32d1/adam-lr0.0022-constant/bs32/wd0.001/noise/ln0.3/e30/s1",
+         "mnist1d/w16d3/momentum-lr0.17-constant/bs256/wd0/noise/ln0/e40/s9",
+         "mnist1d-noisy/w32d3/adam-lr0.0047-constant/bs256/wd0.0001/shift/ln0/e20/s10",
+         "mnist1d-shuffled/w16d3/momentum-lr0.094-constant/bs256/wd0/none/ln0.1/e30/s6")
+
+
+@pytest.mark.parametrize("label", REGEN, ids=lambda s: s.split("/")[0])
+def test_first_epoch_matches_the_shipped_bank(label: str, monkeypatch) -> None:
+    spec = next(s for s in SPECS if s.label == label)
+    n_train = len(vision_curves._load(spec.dataset).y_train)
+    total = spec.epochs * math.ceil(n_train / spec.batch_size)
+    full_grid = vision_curves._eval_steps
+    monkeypatch.setattr(vision_curves, "_eval_steps", lambda _, n: full_grid(total, n))
+    curve = train_curve(dataclasses.replace(spec, epochs=1))
+    with np.load(BANK) as b:
+        i = b["labels"].tolist().index(label)
+        start, k = b["offsets"][i], len(curve["work"])
+        work, loss = b["work"][start:start + k], b["loss"][start:start + k]
+    assert k >= 10
+    np.testing.assert_array_equal(curve["work"], work)
+    np.testing.assert_allclose(curve["loss"], loss, rtol=1e-5, atol=0)

@@ -21,7 +21,7 @@ import pytest
 
 from benchmarks import runner, store
 from benchmarks.runner import EpisodeSpec
-from benchmarks.testing import synthetic_episode
+from benchmarks.fake_episodes import synthetic_episode
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ("random", "edf", "fifo")

@@ -1,4 +1,4 @@
-"""Pilot sets (core_env.live.pilots) and live workloads (core_env.live.workload)."""
+"""Pilot sets (core_env.live.pilots) and live workloads (core_env.live.live_workload)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from core_env.banks import DATA_DIR, BankError
 from core_env.curves import LOG_WORK_GRID
 from core_env.live import generate_live_workload, live_config, load_pilots
 from core_env.live.pilots import PILOTS, fit_alpha
-from core_env.live.workload import reference_table
+from core_env.live.live_workload import reference_table
 from core_env.workload import draw_arrivals, node_speeds, validate_workload
 
 

@@ -1,4 +1,4 @@
-"""The live runtime: jobs, state moves, faults (core_env/live/{jobs,runtime}.py)."""
+"""The live runtime: jobs, state moves, faults (core_env/live/*jobs.py and runtime.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from core_env.live import (JobSpec, LocalRuntime, SlotTask, TrainingJob, job_class,
-                           make_job, run_serial)
+from core_env.live import (JOB_KINDS, JobSpec, LocalRuntime, MLPDigitsJob, SlotTask,
+                           TrainingJob, job_class, make_job, run_serial)
 from core_env.live.runtime import shared_makespan
 
 COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
@@ -42,6 +42,20 @@ def test_job_spec_and_kind_errors():
         make_job(JobSpec("mlp-digits", {"width": 3}))
     with pytest.raises(ValueError, match="lr_scaling"):
         make_job(JobSpec("mlp-digits", {"lr_scaling": "cubic"}))
+
+
+def test_built_in_kinds_name_their_classes_and_check_their_numbers():
+    assert sorted(JOB_KINDS) == ["cnn-digits", "mlp-digits", "mlp-mnist1d", "sb3-classic"]
+    assert job_class("mlp-digits") is MLPDigitsJob
+    assert JOB_KINDS["cnn-digits"] == "core_env.live.torch_jobs:CNNDigitsJob"
+    for bad, message in (({"hidden": 0}, "hidden: expected an integer >= 1, got 0"),
+                         ({"hidden": 2.5}, "hidden: expected an integer >= 1, got 2.5"),
+                         ({"lr": -0.1}, "lr: expected a .*, got -0.1"),
+                         ({"momentum": 1.0}, "momentum: expected a .*, got 1.0"),
+                         ({"unit_samples": 100}, "unit_samples: expected a multiple of "
+                                                 "batch=16, got 100")):
+        with pytest.raises(ValueError, match=message):
+            MLPDigitsJob(**bad)
 
 
 KINDS = [("mlp-digits", {"hidden": 16}), ("mlp-mnist1d", {"hidden": 16}),
@@ -88,7 +102,7 @@ def test_built_in_jobs_save_and_load_continue_exactly(kind, variant):
 def test_the_sb3_job_has_the_banks_loss_and_leaves_the_process_generators_alone():
     torch = pytest.importorskip("torch")
     needs("sb3-classic")
-    from core_env.live.sb3_job import LOSS_FLOOR, normalised_loss
+    from core_env.live.classic_control import LOSS_FLOOR, normalised_loss
 
     assert normalised_loss(250.0, "CartPole-v1") == 0.5
     assert normalised_loss(600.0, "CartPole-v1") == LOSS_FLOOR
@@ -103,7 +117,9 @@ def test_the_sb3_job_has_the_banks_loss_and_leaves_the_process_generators_alone(
     job.train(1, 2)
     assert torch.equal(torch.rand(2), want[0]) and np.array_equal(np.random.rand(2), want[1])
     for bad, message in (({"algo": "dqn"}, "algo"), ({"env_id": "Pong-v5"}, "env_id"),
-                         ({"unit_steps": 100}, "multiple of n_steps")):
+                         ({"unit_steps": 100}, "multiple of n_steps"),
+                         ({"n_steps": 0}, "n_steps: expected an integer >= 1"),
+                         ({"lr": float("nan")}, "lr: expected a .*, got nan")):
         with pytest.raises(ValueError, match=message):
             make_job(JobSpec("sb3-classic", bad))
 
@@ -111,6 +127,8 @@ def test_the_sb3_job_has_the_banks_loss_and_leaves_the_process_generators_alone(
 def test_the_cnn_job_gives_the_same_losses_whatever_the_thread_count():
     torch = pytest.importorskip("torch")
     needs("cnn-digits")
+    with pytest.raises(ValueError, match="channels: expected an integer >= 1, got True"):
+        make_job(JobSpec("cnn-digits", {"channels": True}))
     spec = JobSpec("cnn-digits", {"channels": 8}, seed=2)
     threads = torch.get_num_threads()
     try:

@@ -1,7 +1,7 @@
 """The tables of docs/baselines.md ("Measured completion rates") from a `schedule` run.
 
     mara-bench schedule --out results/schedule          # seeds 0-49, every preset, the bound
-    python docs/assets/peer_tables.py results/schedule/results.json
+    python -m tools.docs.peer_tables results/schedule/results.json
 
 Prints, over the seeds of the run: every policy's mean completion rate per preset and its
 paired difference to LARA (points, 95% Student-t interval); for the peers and LARA the paired

@@ -1,8 +1,9 @@
-"""``python -m benchmarks checkpoints``: MARA checkpoints compared on the same seeds."""
+"""``python -m benchmarks checkpoints`` (benchmarks.compare_checkpoints): MARA checkpoints
+compared on the same seeds."""
 
 import pytest
 
-from benchmarks import checkpoints as ck
+from benchmarks import compare_checkpoints as ck
 from benchmarks.cli import main
 from mara_agents.train.recipe import main as train_main
 
@@ -40,7 +41,7 @@ def test_paired_differences_against_the_first_checkpoint_and_lara(two_runs):
 def test_the_cli_prints_a_table_and_workers_agree(two_runs, tmp_path, capsys):
     a, b = two_runs
     out = tmp_path / "res.json"
-    assert main(["checkpoints", str(a), str(b), "--preset", "CoRE-Small-v0", "--seeds", "2",
+    assert main(["checkpoints", str(a), str(b), "--presets", "CoRE-Small-v0", "--seeds", "2",
                  "--seed-offset", "3", "--workers", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| checkpoint | completion % |" in text and str(b) in text
@@ -56,7 +57,7 @@ def test_bad_input_is_refused_with_the_reason(two_runs, tmp_path):
     with pytest.raises(ValueError, match="no such MARA checkpoint file"):
         ck.run([a, tmp_path / "missing.pt"], preset="CoRE-Small-v0", seeds=2, workers=1)
     with pytest.raises(ValueError, match="seeds"):
-        ck.run([a], preset="CoRE-Small-v0", seeds=1, workers=1)
+        ck.run([a], preset="CoRE-Small-v0", seeds=0, workers=1)
     with pytest.raises(ValueError, match="at least one checkpoint"):
         ck.run([], preset="CoRE-Small-v0")
 

@@ -1,4 +1,6 @@
-"""Compare MARA checkpoints on the same seeds (``python -m benchmarks checkpoints``).
+"""The ``checkpoints`` suite: MARA checkpoints compared on the same seeds
+(``python -m benchmarks checkpoints``; the checkpoint format is
+:mod:`mara_agents.mat.checkpoint`).
 
     python -m benchmarks checkpoints runs/a/last.pt runs/b/last.pt --seed-offset 100 --seeds 48
 
@@ -17,6 +19,7 @@ checkpoint=[...])``), compared like any checkpoint::
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Command, add_out, add_presets, add_seeds, add_workers, write_json
 from benchmarks.report import markdown_table
 from benchmarks.runner import map_pinned
 from benchmarks.stats import mean_ci
+from core_env.utils.checks import check_int
 
 REFERENCE = "lara"
 
@@ -59,21 +64,36 @@ def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int =
     ``seed_offset .. seed_offset + seeds - 1`` (see the module docstring).
 
     Raises:
-        ValueError: no checkpoints, a checkpoint that does not load, fewer than 2 seeds or
+        ValueError: no checkpoints, a checkpoint that does not load, seeds < 1 or
             workers < 1.
+    """
+    check_int("seeds", seeds, 1)
+    check_int("workers", workers, 1)
+    return _compare(check_checkpoints(checkpoints), preset, seeds, seed_offset, workers,
+                    progress)
+
+
+def check_checkpoints(checkpoints: Sequence[str | Path]) -> list[str]:
+    """The checkpoint entries as strings, every file of each loaded once (a clear error here,
+    not in a worker).
+
+    Raises:
+        ValueError: no checkpoints, or one that does not load.
     """
     from mara_agents.mat.checkpoint import load_checkpoint
 
     if not checkpoints:
         raise ValueError("checkpoints: expected at least one checkpoint file")
-    if seeds < 2:
-        raise ValueError(f"seeds: expected at least 2 (for the intervals), got {seeds}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     names = [str(c) for c in checkpoints]
-    for name in names:  # a clear error here, not in a worker
+    for name in names:
         for member in name.split(","):
             load_checkpoint(member)
+    return names
+
+
+def _compare(names: list[str], preset: str, seeds: int, seed_offset: int, workers: int,
+             progress: bool) -> dict[str, Any]:
+    """:func:`run` on checked arguments."""
     cols: list[str | None] = [*names, None]
     specs = [CheckpointEpisode(preset, c, s) for c in cols
              for s in range(seed_offset, seed_offset + seeds)]
@@ -102,3 +122,26 @@ def format_table(res: dict[str, Any]) -> str:
           _fmt(row["vs_lara"])] for row in res["rows"]],
         title=(f"Greedy MARA checkpoints on {res['preset']}, seeds {lo}-{hi} (LARA "
                f"{_fmt(res['lara'], sign=False)}%)"))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoints", nargs="+", help="MARA checkpoint files (a.pt,b.pt: an "
+                        "ensemble); the first is the reference of the paired differences")
+    add_presets(parser, ["CoRE-v0"], one=True)
+    add_seeds(parser, seeds=48, seed_offset=100)
+    add_workers(parser, help="local processes")
+    add_out(parser, None, "write the result as JSON here")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``mara-bench checkpoints``: argparse checked the numbers; the files are loaded here,
+    once, before anything runs."""
+    res = _compare(check_checkpoints(args.checkpoints), args.presets[0], args.seeds,
+                   args.seed_offset, args.workers, progress=True)
+    print(format_table(res))
+    write_json(args.out, res)
+    return 0
+
+
+COMMAND = Command("checkpoints", "MARA checkpoints (and LARA) on the same seeds",
+                  add_arguments, run_command)

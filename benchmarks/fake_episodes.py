@@ -1,5 +1,9 @@
-"""A deterministic stand-in episode for testing the runner and the store without policies
-(importable by worker processes and Ray workers, unlike a function defined in a test file)."""
+"""Fake episode functions for the tests of the runner and the store: deterministic stand-ins
+for :func:`benchmarks.runner.run_episode_spec` that run no policy (importable by worker
+processes and Ray workers, unlike a function defined in a test file)::
+
+    run_episodes(specs, tmp_path, episode_fn=synthetic_episode, workers=2)
+"""
 
 from __future__ import annotations
 

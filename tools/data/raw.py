@@ -1,5 +1,8 @@
-"""Raw curve files of the generators (``rl_curves``, ``vision_curves``) and their command
-line, shared with :mod:`benchmarks.data.prepare` (which turns them into the shipped banks).
+"""What the curve generators (``rl_curves``, ``vision_curves``) share: training a spec list,
+their raw curve files and their command line; :mod:`tools.data.prepare` turns the raw
+curves into the shipped banks::
+
+    python -m tools.data.rl_curves --out /tmp/banks_raw/sb3-rl.npz --limit 2
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ import argparse
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,23 @@ def load_raw(path: Path) -> list[dict[str, Any]]:
         return [{"group": str(g), "label": str(lab), "work": z["work"][off[i]:off[i + 1]],
                  "loss": z["loss"][off[i]:off[i + 1]]}
                 for i, (g, lab) in enumerate(zip(z["groups"], z["labels"]))]
+
+
+def train_all(specs: Iterable[Any], train_curve: Callable[[Any], dict[str, Any]],
+              progress: bool = True) -> list[dict[str, Any]]:
+    """``train_curve`` of every spec, in order (dicts with group, label, work, loss); with
+    ``progress``, one line per run on stderr (index, seconds, points, losses, label)."""
+    specs = tuple(specs)
+    curves = []
+    for i, spec in enumerate(specs):
+        start = time.perf_counter()
+        curves.append(train_curve(spec))
+        if progress:
+            loss = np.asarray(curves[-1]["loss"])
+            print(f"[{i + 1}/{len(specs)}] {time.perf_counter() - start:6.1f}s n={loss.size} "
+                  f"loss {loss[0]:.3f} -> {loss[-1]:.3f} (min {loss.min():.3f}) "
+                  f"{curves[-1]['label']}", file=sys.stderr, flush=True)
+    return curves
 
 
 def generator_main(description: str, specs: Sequence[Any],

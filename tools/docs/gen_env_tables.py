@@ -10,8 +10,8 @@ generated here and lives in the Markdown files between marker comments::
 
 Usage, from the repository root::
 
-    python docs/gen_env_tables.py           # rewrite the blocks in place
-    python docs/gen_env_tables.py --check   # exit 1 and name the stale blocks
+    python -m tools.docs.gen_env_tables           # rewrite the blocks in place
+    python -m tools.docs.gen_env_tables --check   # exit 1 and name the stale blocks
 
 ``tests/docs/test_docs.py`` fails when a block differs from what this script renders now, so
 after changing a feature, a configuration field or a preset, re-run this script.
@@ -29,8 +29,8 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # entry point only: lets `python docs/gen_env_tables.py` work
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # lets `python tools/docs/gen_env_tables.py` work too
     sys.path.insert(0, str(ROOT))
 
 import core_env  # noqa: E402

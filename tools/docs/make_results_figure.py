@@ -1,15 +1,17 @@
-"""Draw docs/assets/completion_rates.png from the README's `make demo` table.
+"""Draw docs/assets/completion_rates.png from the full table of ``make demo``.
 
-The table between ``<!-- BEGIN demo-output -->`` and ``<!-- END demo-output -->`` is what
-``make demo`` (``mara-bench default``: CoRE-v0 and CoRE-Heavy-v0, seeds 0-9) prints; the
-figure shows each policy's mean completion rate with its 95% confidence interval.
+``make demo`` (``mara-bench default``: CoRE-v0 and CoRE-Heavy-v0, seeds 0-9) writes its full
+table, one row per (preset, policy), to ``results/default/table.md``; the figure shows each
+policy's mean completion rate with its 95% confidence interval.
 
-    python docs/assets/make_results_figure.py
+    make demo
+    python -m tools.docs.make_results_figure [results/default/table.md]
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -21,23 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\| (CoRE-[\w-]+) \| (\w+) \| \d+ \| ([\d.]+)% \(([\d.]+), ([\d.]+)\) \|")
 
 
-def read_table(readme: Path = ROOT / "README.md") -> dict[str, dict[str, tuple[float, ...]]]:
+def read_table(path: Path = ROOT / "results" / "default" / "table.md"
+               ) -> dict[str, dict[str, tuple[float, ...]]]:
     """preset -> policy -> (mean, low, high) completion rate in percent."""
-    text = readme.read_text()
-    block = text.split("<!-- BEGIN demo-output -->")[1].split("<!-- END demo-output -->")[0]
+    text = path.read_text()
     table: dict[str, dict[str, tuple[float, ...]]] = {}
-    for line in block.splitlines():
+    for line in text.splitlines():
         m = ROW.match(line)
         if m:
             table.setdefault(m[1], {})[m[2]] = tuple(float(m[i]) for i in (3, 4, 5))
     if not table:
-        raise ValueError(f"{readme}: no rows found in the demo-output block")
+        raise ValueError(f"{path}: no rows of the default suite's table found")
     return table
 
 
-def main() -> None:
-    """Write the PNG next to this script."""
-    table = read_table()
+def main(path: str | None = None) -> None:
+    """Write docs/assets/completion_rates.png."""
+    table = read_table(Path(path)) if path else read_table()
     presets = sorted(table, key=lambda p: (p != "CoRE-v0", p))
     policies = sorted(table[presets[0]], key=lambda p: table[presets[0]][p][0])
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
@@ -54,10 +56,10 @@ def main() -> None:
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    out = Path(__file__).with_name("completion_rates.png")
+    out = ROOT / "docs" / "assets" / "completion_rates.png"
     fig.savefig(out)
     print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

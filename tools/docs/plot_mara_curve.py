@@ -1,7 +1,7 @@
 """Plot MARA's learning curve (completion rate vs environment steps) from a ``curve.json``
 written by ``mara-train``:
 
-    python docs/assets/plot_mara_curve.py runs/mara/curve.json docs/assets/mara_curve.png
+    python -m tools.docs.plot_mara_curve runs/mara/curve.json docs/assets/mara_curve.png
 """
 
 from __future__ import annotations

@@ -1,43 +1,12 @@
-"""Real vision learning curves: small CNNs trained on scikit-learn digits and MNIST-1D.
+"""The ``real-vision`` curve bank's runs: small CNNs trained on scikit-learn digits and MNIST-1D.
 
-Each run trains one small convolutional network (torch, CPU, one thread) and records the
-validation cross-entropy at roughly log-spaced numbers of training samples seen (dense early,
-so a curve covers the fast early drop and the late plateau). The noise is kept as measured:
-no smoothing. The curves form a bank that a scheduler simulator replays: one simulated job
-follows one real curve (validation loss against work, work = training samples seen).
+Every :class:`RunSpec` of :data:`SPECS` is one real training run on a data-set variant of
+:data:`VARIANTS` (the data of :mod:`core_env.live.datasets`); :func:`train_curve` trains it on
+the CPU (one torch thread, seeded: the same curve on the same machine) and returns the
+validation cross-entropy at roughly log-spaced numbers of training samples seen.
+:data:`HELD_OUT_GROUPS` is the held-out split. The variants and runs: ``docs/workloads.md``::
 
-Data-set variants (the unit of the train / held-out split; every variant has a train /
-validation split fixed by a seed, so all runs of a variant are scored on the same rows):
-
-* ``digits``: ``sklearn.datasets.load_digits`` (8x8 images, 10 classes, 1797 images), a
-  stratified 70/30 split (seed 0), pixels scaled to [0, 1]; 2-D CNNs.
-* ``digits-parity``: the same images and split, labels odd / even (2 classes).
-* ``mnist1d``: MNIST-1D built offline with its default arguments (5000 signals of length 40,
-  10 classes, its own 80/20 split); 1-D CNNs.
-* ``mnist1d-noisy``: MNIST-1D built offline with more noise (correlated 0.4 instead of 0.25,
-  i.i.d. 0.1 instead of 0.02), more shear (1.0 instead of 0.75) and another seed (7); it
-  plateaus higher and overfits sooner.
-* ``mnist1d-shuffled``: MNIST-1D with default arguments but a fixed permutation of the 40
-  positions (``shuffle_seq``), which breaks the locality a convolution relies on.
-
-Held-out split (:data:`HELD_OUT_GROUPS`): ``digits-parity`` and ``mnist1d-noisy``. Each is a
-near shift of a variant kept for training (same inputs, another task; same generator, another
-difficulty), one from each input family, so the held-out curves test whether what is learnt on
-the training variants carries over to new loss scales (a 2-class initial loss of ln 2, a
-higher noise floor) without leaving the domain altogether.
-
-The MNIST-1D variants are built with ``mnist1d.data.make_dataset`` only (never its download
-path). ``make_dataset`` reseeds the global ``random`` and ``numpy`` generators; their states
-are restored afterwards.
-
-Runs (:data:`SPECS`) vary width, depth, optimiser (plain SGD, SGD with momentum, Adam),
-learning rate (including too-high ones that make a curve noisy or drift back up), learning-rate
-schedule (constant, cosine, step drops), batch size, weight decay, training-label noise,
-augmentation and seed. A few too-high learning rates kill the network (the loss stays at or
-returns to ln(classes)); such curves are kept as measured. Every run is deterministic on a
-given machine (seeded, CPU, one thread), so rerunning a spec gives the same curve.
-
-    python -m benchmarks.data.vision_curves --out /tmp/banks_raw/real-vision.npz [--limit N]
+    python -m tools.data.vision_curves --out /tmp/banks_raw/real-vision.npz [--limit N]
 """
 
 from __future__ import annotations
@@ -45,14 +14,15 @@ from __future__ import annotations
 import functools
 import math
 import random
-import sys
-import time
 from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
 import torch
 from torch import nn
+
+from core_env.live.datasets import MNIST1D_VARIANTS, digits_split, mnist1d_split
+from tools.data.raw import generator_main, train_all
 
 HELD_OUT_GROUPS: frozenset[str] = frozenset({"digits-parity", "mnist1d-noisy"})
 """Data-set variants whose curves form the held-out split (see the module docstring)."""
@@ -118,39 +88,22 @@ class _Split:
 
 @functools.lru_cache(maxsize=None)
 def _load(dataset: str) -> _Split:
-    """The fixed train / validation split of a data-set variant (cached)."""
+    """The fixed train / validation split of a data-set variant (cached): the arrays of
+    :mod:`core_env.live.datasets` as float32 with a channel axis. Digits are 8x8 images
+    stored channels-last (strides of an (N, 8, 8, 1) array): the layout the bank was built
+    with, which makes torch's convolutions take their channels-last path (the sums, and so
+    the curves' last bits, depend on it)."""
     if dataset in ("digits", "digits-parity"):
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-
-        digits = load_digits()
-        x = (digits.images / 16.0).astype(np.float32)[:, None]
-        y = digits.target.astype(np.int64)
-        x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=0.3, random_state=0,
-                                                  stratify=y)
+        x_tr, y_tr, x_va, y_va = digits_split()
+        x_tr, x_va = (x.reshape(-1, 8, 8, 1).astype(np.float32).transpose(0, 3, 1, 2)
+                      for x in (x_tr, x_va))
         if dataset == "digits-parity":
             return _Split(x_tr, y_tr % 2, x_va, y_va % 2, 2)
         return _Split(x_tr, y_tr, x_va, y_va, 10)
-    if dataset in ("mnist1d", "mnist1d-noisy", "mnist1d-shuffled"):
-        from mnist1d.data import get_dataset_args, make_dataset
-
-        args = get_dataset_args()
-        if dataset == "mnist1d-noisy":
-            args.corr_noise_scale = 0.4
-            args.iid_noise_scale = 0.1
-            args.shear_scale = 1.0
-            args.seed = 7
-        elif dataset == "mnist1d-shuffled":
-            args.shuffle_seq = True
-        py_state, np_state = random.getstate(), np.random.get_state()
-        try:
-            data = make_dataset(args)
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
-        return _Split(data["x"].astype(np.float32)[:, None], data["y"].astype(np.int64),
-                      data["x_test"].astype(np.float32)[:, None],
-                      data["y_test"].astype(np.int64), 10)
+    if dataset in MNIST1D_VARIANTS:
+        x_tr, y_tr, x_va, y_va = mnist1d_split(dataset)
+        return _Split(x_tr.astype(np.float32)[:, None], y_tr,
+                      x_va.astype(np.float32)[:, None], y_va, 10)
     raise ValueError(f"unknown data-set variant {dataset!r}; expected one of {VARIANTS}")
 
 
@@ -340,28 +293,10 @@ SPECS: tuple[RunSpec, ...] = _make_specs()
 
 
 def generate(specs: Iterable[RunSpec] = SPECS, progress: bool = True) -> list[dict]:
-    """Train every spec in order (see :func:`train_curve`); ``progress`` prints one line per
-    run to stderr."""
-    specs = tuple(specs)
-    curves = []
-    start = time.perf_counter()
-    for i, spec in enumerate(specs):
-        curves.append(train_curve(spec))
-        if progress:
-            loss = curves[-1]["loss"]
-            print(f"[{i + 1}/{len(specs)} {time.perf_counter() - start:6.1f}s] {spec.label}: "
-                  f"loss {loss[0]:.3f} -> {loss[-1]:.3f} (min {loss.min():.3f})",
-                  file=sys.stderr, flush=True)
-    return curves
+    """Train every spec in order and return the curves (:func:`train_curve`; progress lines
+    on stderr)."""
+    return train_all(specs, train_curve, progress)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: generate the bank (or its first ``--limit`` runs) and write it as
-    ``--out FILE.npz`` (``benchmarks.data.raw.generator_main``)."""
-    from benchmarks.data.raw import generator_main
-
-    generator_main(__doc__.splitlines()[0], SPECS, generate, argv)
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # --out FILE.npz [--limit N] [--quiet]
+    generator_main(__doc__.splitlines()[0], SPECS, generate)

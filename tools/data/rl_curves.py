@@ -1,74 +1,28 @@
-"""Real reinforcement-learning learning curves: Stable-Baselines3 PPO and A2C on Gymnasium
-classic control, for the scheduler simulator's curve bank.
+"""The ``sb3-rl`` curve bank's runs: Stable-Baselines3 PPO and A2C on Gymnasium classic control.
 
-Every :class:`RunSpec` of :data:`SPECS` is one real training run (environment, algorithm,
-hyper-parameters, seed, length, evaluation cadence); :func:`train_curve` trains it on the CPU
-and returns its learning curve, loss against work:
+Every :class:`RunSpec` of :data:`SPECS` is one real training run; :func:`train_curve` trains it
+on the CPU (one torch thread, seeded: the same curve on the same machine) and returns its
+learning curve: work = environment timesteps, loss =
+:func:`core_env.live.classic_control.normalised_loss` of the mean return of the training
+episodes finished in each ``eval_every`` window. :data:`HELD_OUT_GROUPS` is the held-out split
+(groups are environment ids). How the runs and constants were chosen: ``docs/workloads.md``::
 
-* **work**: environment timesteps consumed so far (all parallel environments together),
-  recorded every ``eval_every`` timesteps (the first step at or past each multiple, so with
-  ``eval_every`` a multiple of ``n_envs`` the points sit exactly on the multiples);
-* **return** ``R``: the mean undiscounted return of the *training* episodes (stochastic
-  policy, raw rewards from the ``Monitor`` wrapper, before any normalisation) that finished
-  since the previous point. Windows do not overlap and nothing is smoothed, so the noise of
-  the curve is the real episode-to-episode noise. A point whose window saw no finished
-  episode is left out (in this bank every window has some). Like SB3's ``ep_rew_mean``, it
-  counts finished episodes only, so where episodes are long compared with the window (the
-  first Acrobot points) the short, successful ones are over-represented;
-* **loss**: the normalised return gap
-
-      loss = max((R_best - R) / (R_best - R_worst), LOSS_FLOOR),   LOSS_FLOOR = 0.01
-
-  with fixed per-environment constants :data:`RETURN_RANGE` (``R_worst``, ``R_best``):
-  CartPole-v1 (0, 500): the return is the episode length, capped at 500;
-  Acrobot-v1 (-500, -60): -500 is an episode that never swings up (the 500-step time
-  limit), -60 is slightly better than a well-trained agent (about -75);
-  Pendulum-v1 (-1600, -150): -150 is a well-trained swing-up, -1600 is somewhat worse than
-  the random policy (about -1200). So loss 1 is "as bad as a failing policy", 0 is
-  "solved"; the floor keeps ``log(loss)`` finite where a run reaches or passes ``R_best``
-  (CartPole at 500). There is no ceiling: a Pendulum run below -1600 has loss > 1.
-
-The bank spans 3 environments x 2 algorithms, 8 runs each (48 runs, 20 to 30 points each,
-about 14 minutes on one shared core): per (environment, algorithm) an RL-Zoo-like base
-configuration with seeds 0 and 1, and six one-factor variants (learning rate up and down,
-entropy bonus, discount, network size, rollout length, epochs, optimiser, gSDE,
-normalisation) with seed 0, so curves differ in shape: fast, slow, plateauing, noisy,
-collapsing after a peak. A2C barely learns Pendulum in 150k steps (the zoo trains it for
-1M): those curves are mostly flat and noisy. Learning rates and clip ranges are constants (no
-schedule depends on ``total_timesteps``), so the curve of a spec shortened with
-``dataclasses.replace(spec, total_timesteps=k * spec.eval_every)`` is exactly the full
-curve's points with ``work <= k * eval_every``: the property the regeneration test relies on.
-
-Held-out split (:data:`HELD_OUT_GROUPS`): the group of a curve is its environment id, and
-Acrobot-v1 is held out. It is of middle difficulty, so the held-out curves are neither
-mostly flat (Pendulum A2C) nor mostly at the floor (CartPole), and its shapes are its own:
-PPO sits at the -500 time limit for a few points and then drops sharply, A2C drops within
-the first points and then keeps a long noisy tail. Training on CartPole (fast, noisy, often
-collapsing) and Pendulum (slow, smooth or flat) keeps both action types (discrete and
-continuous) and every behaviour of the bank in the training split.
-
-Runs are deterministic: ``torch.set_num_threads(1)`` (set process-wide by
-:func:`train_curve`), ``device="cpu"``, ``set_random_seed(seed)``, environments seeded with
-``seed + rank``. Re-running a spec on the same machine and library versions gives
-bit-identical curves; other CPUs or builds may differ in the last bits and so, after many
-updates, in the trajectory.
-
-    python -m benchmarks.data.rl_curves --out /tmp/banks_raw/sb3-rl.npz [--limit N]
+    python -m tools.data.rl_curves --out /tmp/banks_raw/sb3-rl.npz [--limit N]
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from core_env.live.sb3_job import (LOSS_FLOOR, RETURN_RANGE,  # noqa: F401 (the bank's loss)
-                                   normalised_loss)
+from core_env.live.classic_control import (ALGOS, LOSS_FLOOR,  # noqa: F401 (the bank's loss)
+                                           RETURN_RANGE, normalised_loss)
+from core_env.utils.checks import fail
+from tools.data.raw import generator_main, train_all
 
 HELD_OUT_GROUPS: frozenset[str] = frozenset({"Acrobot-v1"})
 """Groups (environment ids) of the held-out split."""
@@ -78,7 +32,7 @@ HELD_OUT_GROUPS: frozenset[str] = frozenset({"Acrobot-v1"})
 class RunSpec:
     """One training run of the bank.
 
-    ``algo`` is ``"PPO"`` or ``"A2C"``; ``batch_size`` and ``n_epochs`` are PPO-only (None for
+    ``algo`` is ``"ppo"`` or ``"a2c"``; ``batch_size`` and ``n_epochs`` are PPO-only (None for
     A2C), ``use_rms_prop`` and ``normalize_advantage`` are passed to A2C only (PPO always
     normalises advantages). ``net_arch`` is the hidden layers of both the policy and the
     value network; ``log_std_init`` (Gaussian policies only) and ``ortho_init`` go to the
@@ -113,10 +67,10 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.env_id not in RETURN_RANGE:
-            raise ValueError(f"env_id: expected one of {sorted(RETURN_RANGE)}, got {self.env_id!r}")
-        if self.algo not in ("PPO", "A2C"):
-            raise ValueError(f"algo: expected 'PPO' or 'A2C', got {self.algo!r}")
-        if (self.algo == "PPO") != (self.batch_size is not None and self.n_epochs is not None):
+            fail("env_id", self.env_id, f"one of {sorted(RETURN_RANGE)}")
+        if self.algo not in ALGOS:
+            fail("algo", self.algo, f"one of {ALGOS}")
+        if (self.algo == "ppo") != (self.batch_size is not None and self.n_epochs is not None):
             raise ValueError("batch_size and n_epochs: required for PPO, None for A2C")
         if not 0 < self.eval_every <= self.total_timesteps:
             raise ValueError(f"eval_every: expected in (0, total_timesteps], got {self.eval_every}")
@@ -124,9 +78,9 @@ class RunSpec:
     @property
     def label(self) -> str:
         """Unique, readable name: environment, algorithm, hyper-parameters and seed."""
-        parts = [self.env_id, self.algo, f"lr={self.learning_rate:g}", f"n_envs={self.n_envs}",
-                 f"n_steps={self.n_steps}"]
-        if self.algo == "PPO":
+        parts = [self.env_id, self.algo.upper(), f"lr={self.learning_rate:g}",
+                 f"n_envs={self.n_envs}", f"n_steps={self.n_steps}"]
+        if self.algo == "ppo":
             parts += [f"batch={self.batch_size}", f"epochs={self.n_epochs}"]
         parts += [f"gamma={self.gamma:g}", f"lambda={self.gae_lambda:g}",
                   f"ent={self.ent_coef:g}", f"vf={self.vf_coef:g}",
@@ -137,7 +91,7 @@ class RunSpec:
             parts.append(f"log_std={self.log_std_init:g}")
         if not self.ortho_init:
             parts.append("no_ortho")
-        if self.algo == "A2C":
+        if self.algo == "a2c":
             parts.append("rmsprop" if self.use_rms_prop else "adam")
             if self.normalize_advantage:
                 parts.append("norm_adv")
@@ -157,11 +111,12 @@ def train_curve(spec: RunSpec) -> dict[str, Any]:
     ``torch.set_num_threads(1)`` for the process (needed for bit-identical reruns).
     """
     import torch
-    from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import VecNormalize
+
+    from core_env.live.sb3_jobs import sb3_model
 
     class _CurveRecorder(BaseCallback):
         """Mean return of the episodes finished in each ``eval_every`` window; stops the run
@@ -200,12 +155,12 @@ def train_curve(spec: RunSpec) -> dict[str, Any]:
         gae_lambda=spec.gae_lambda, ent_coef=spec.ent_coef, vf_coef=spec.vf_coef,
         use_sde=spec.use_sde, sde_sample_freq=spec.sde_sample_freq,
         policy_kwargs=policy_kwargs, seed=spec.seed, device="cpu", verbose=0)
-    if spec.algo == "PPO":
-        model = PPO("MlpPolicy", env, batch_size=spec.batch_size, n_epochs=spec.n_epochs,
-                    **common)
+    if spec.algo == "ppo":
+        model = sb3_model("ppo", env, batch_size=spec.batch_size, n_epochs=spec.n_epochs,
+                          **common)
     else:
-        model = A2C("MlpPolicy", env, use_rms_prop=spec.use_rms_prop,
-                    normalize_advantage=spec.normalize_advantage, **common)
+        model = sb3_model("a2c", env, use_rms_prop=spec.use_rms_prop,
+                          normalize_advantage=spec.normalize_advantage, **common)
     recorder = _CurveRecorder()
     model.learn(total_timesteps=spec.total_timesteps, callback=recorder)
     env.close()
@@ -224,26 +179,27 @@ def _family(base: RunSpec, variants: Iterable[dict[str, Any]],
 
 # Base configurations follow rl-baselines3-zoo (hyperparams/ppo.yml, a2c.yml), with constant
 # learning rates instead of linear schedules and shorter runs.
+_ZOO_A2C: dict[str, Any] = dict(algo="a2c", seed=0, learning_rate=7e-4, n_steps=5, gamma=0.99,
+                                gae_lambda=1.0)
+"""The zoo's A2C defaults (CartPole and Acrobot use them as they are)."""
 _CARTPOLE_PPO = RunSpec(
-    env_id="CartPole-v1", algo="PPO", seed=0, total_timesteps=40_000, eval_every=2_000,
+    env_id="CartPole-v1", algo="ppo", seed=0, total_timesteps=40_000, eval_every=2_000,
     n_envs=8, learning_rate=1e-3, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98,
     gae_lambda=0.8)
-_CARTPOLE_A2C = RunSpec(
-    env_id="CartPole-v1", algo="A2C", seed=0, total_timesteps=80_000, eval_every=3_200,
-    n_envs=8, learning_rate=7e-4, n_steps=5, gamma=0.99, gae_lambda=1.0)
+_CARTPOLE_A2C = RunSpec(env_id="CartPole-v1", total_timesteps=80_000, eval_every=3_200,
+                        n_envs=8, **_ZOO_A2C)
 _ACROBOT_PPO = RunSpec(
-    env_id="Acrobot-v1", algo="PPO", seed=0, total_timesteps=81_920, eval_every=4_096,
+    env_id="Acrobot-v1", algo="ppo", seed=0, total_timesteps=81_920, eval_every=4_096,
     n_envs=8, learning_rate=3e-4, n_steps=256, batch_size=64, n_epochs=4, gamma=0.99,
     gae_lambda=0.94, normalize_obs=True)
-_ACROBOT_A2C = RunSpec(
-    env_id="Acrobot-v1", algo="A2C", seed=0, total_timesteps=96_000, eval_every=3_200,
-    n_envs=16, learning_rate=7e-4, n_steps=5, gamma=0.99, gae_lambda=1.0)
+_ACROBOT_A2C = RunSpec(env_id="Acrobot-v1", total_timesteps=96_000, eval_every=3_200,
+                       n_envs=16, **_ZOO_A2C)
 _PENDULUM_PPO = RunSpec(
-    env_id="Pendulum-v1", algo="PPO", seed=0, total_timesteps=49_152, eval_every=2_048,
+    env_id="Pendulum-v1", algo="ppo", seed=0, total_timesteps=49_152, eval_every=2_048,
     n_envs=4, learning_rate=1e-3, n_steps=1024, batch_size=64, n_epochs=10, gamma=0.9,
     gae_lambda=0.95, use_sde=True, sde_sample_freq=4)
 _PENDULUM_A2C = RunSpec(
-    env_id="Pendulum-v1", algo="A2C", seed=0, total_timesteps=150_000, eval_every=5_000,
+    env_id="Pendulum-v1", algo="a2c", seed=0, total_timesteps=150_000, eval_every=5_000,
     n_envs=8, learning_rate=7e-4, n_steps=8, gamma=0.9, gae_lambda=0.9, vf_coef=0.4,
     use_sde=True, log_std_init=-2.0, ortho_init=False, normalize_obs=True,
     normalize_reward=True)
@@ -272,27 +228,10 @@ SPECS: tuple[RunSpec, ...] = (
 
 
 def generate(specs: Sequence[RunSpec] = SPECS, progress: bool = True) -> list[dict[str, Any]]:
-    """Train every spec in order and return the curves (see :func:`train_curve`); with
-    ``progress``, print one line per run (index, seconds, points, final loss) to stderr."""
-    curves = []
-    for i, spec in enumerate(specs):
-        start = time.perf_counter()
-        curve = train_curve(spec)
-        curves.append(curve)
-        if progress:
-            print(f"[{i + 1}/{len(specs)}] {time.perf_counter() - start:6.1f}s "
-                  f"n={len(curve['work'])} final_loss={curve['loss'][-1]:.3f} {spec.label}",
-                  file=sys.stderr, flush=True)
-    return curves
+    """Train every spec in order and return the curves (:func:`train_curve`; progress lines
+    on stderr)."""
+    return train_all(specs, train_curve, progress)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: generate the bank (or its first ``--limit`` runs) and write it as
-    ``--out FILE.npz`` (``benchmarks.data.raw.generator_main``)."""
-    from benchmarks.data.raw import generator_main
-
-    generator_main(__doc__.splitlines()[0], SPECS, generate, argv)
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # --out FILE.npz [--limit N] [--quiet]
+    generator_main(__doc__.splitlines()[0], SPECS, generate)

@@ -1,1 +1,0 @@
-"""Data-preparation scripts (curve banks) of the benchmarks."""
