@@ -23,7 +23,8 @@ def synthetic_episode(spec: EpisodeSpec) -> dict[str, Any]:
     return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
             "arrived": 100, "completed": done, "expired": 100 - done,
             "completion_rate": rate, "utilization": 0.7, "illegal_actions": 0,
-            "capacity_conflicts": 0, "switches": 3, "length": 300, "return": float(done)}
+            "capacity_conflicts": 0, "switches": 3, "restores": 2, "length": 300,
+            "return": float(done)}
 
 
 def slow_episode(spec: EpisodeSpec) -> dict[str, Any]:

@@ -145,7 +145,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 _COUNTS = ("arrived", "completed", "expired", "illegal_actions", "capacity_conflicts",
-           "switches", "length")
+           "switches", "restores", "length")
 
 
 def check_record(record: Any, key: str, expected_hash: str | None,

@@ -76,9 +76,10 @@ ABLATION_POLICIES = ("lara", "mara", *(f"mara_agents.ablations:{v}" for v in (
 SUITES = {
     "default": Suite(("CoRE-v0", "CoRE-Heavy-v0"), 10),
     "schedule": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
-                       "CoRE-Real-v0", "CoRE-RealTrace-v0"), 50, bound=True),
-    "baselines": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0"), 20,
-                       policies=BASELINES),
+                       "CoRE-Real-v0", "CoRE-RealTrace-v0", "CoRE-Switch-v0",
+                       "CoRE-Cluster-v0"), 50, bound=True),
+    "baselines": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0",
+                        "CoRE-Switch-v0", "CoRE-Cluster-v0"), 20, policies=BASELINES),
     "ablation": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), 50,
                       policies=ABLATION_POLICIES, reference="mara_agents.ablations:mara_ft"),
 }

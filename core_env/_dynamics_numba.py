@@ -120,9 +120,9 @@ def _tighten_head(b, status, queue_head, next_task):
 
 
 @njit(**_JIT)
-def resolve(actions, slot_task, slot_cap, slot_alpha, slot_work, last_task, speed,
-            switch_factor, has_cost, a, task_of, count, work, illegal, conflicts, switches,
-            busy):
+def resolve(actions, slot_task, slot_cap, slot_alpha, slot_work, slot_n_obs, last_task,
+            held_task, held_slot, w_keep, speed, a, task_of, count, work, illegal, conflicts,
+            switches, restores, busy):
     """Steps 1-4: legal and capped actions ``a``/``task_of`` [B, N], and per slot the node
     count and the new cumulative work (float32) ``count``/``work`` [B, K]."""
     bsz, n = actions.shape
@@ -154,8 +154,11 @@ def resolve(actions, slot_task, slot_cap, slot_alpha, slot_work, last_task, spee
                 d = speed[b, i]
                 if last_task[b, i] >= 0 and ti != last_task[b, i]:
                     switches[b] += 1
-                    if has_cost:
-                        d = d * switch_factor  # float32
+                if slot_n_obs[b, ai - 1] > 0 and ti != held_task[b, i]:  # a restore
+                    restores[b] += 1
+                    d = d * w_keep[b, ti]  # float32
+                held_task[b, i] = ti
+                held_slot[b, i] = ai - 1
                 speed_sum[ai] += np.float64(d)
                 count[b, ai - 1] += 1
         for j in range(k):

@@ -117,7 +117,7 @@ def required_work(workload: Workload, switch_cost: float = 0.0) -> np.ndarray:
 
     Args:
         workload: the episode's workload.
-        switch_cost: the configuration's switching cost c (rounding needs c = 0).
+        switch_cost: the largest switching cost of a task (rounding needs 0).
 
     Returns:
         float64[M] least work (0 if any positive work succeeds, inf if the target is never
@@ -187,7 +187,8 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
 
     Args:
         workload: the episode's workload (``workload.speeds`` gives the nodes).
-        config: the configuration it runs under (uses ``switch_cost`` and ``max_steps``).
+        config: the configuration it runs under (uses ``max_steps``, and ``switch_cost``
+            where the workload has no costs of its own).
         scaling: ``"linear"`` or ``"concave"`` (:data:`SCALINGS`).
         time_limit: wall-clock seconds allowed to the MILP (a safety net; hitting it makes
             the result depend on the machine, and ``method`` says ``milp_limit`` or ``lp``).
@@ -221,7 +222,9 @@ def solve_bound(workload: Workload, config: CoreConfig, *, scaling: str = "conca
     workload = validate_workload(workload, config)
     m = workload.n_tasks
     speeds = np.sort(workload.speeds.astype(np.float32).astype(np.float64))[::-1]
-    w = required_work(workload, config.cluster.switch_cost)
+    costs = workload.switch_cost
+    w = required_work(workload, float(np.max(costs, initial=0.0)) if costs is not None
+                      else config.cluster.switch_cost)
     start = workload.arrival
     length = np.maximum(np.minimum(workload.deadline, config.max_steps) - start, 0)
     kmax = np.minimum(workload.cap, speeds.size)

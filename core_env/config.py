@@ -44,6 +44,11 @@ def _check_range(name: str, value: Any, lo: float, hi: float, *, lo_open: bool =
         fail(name, value, "low <= high")
 
 
+MAX_SWITCH_COST = 0.95
+"""Largest restore cost of a task (a fraction of a node-slot's work): a move always leaves
+some progress."""
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """The compute nodes (agents) and what they can see."""
@@ -64,14 +69,40 @@ class ClusterConfig:
     exclusive with ``node_speeds``."""
 
     switch_cost: float = 0.0
-    """Fraction c in [0, 1) of a slot's work lost by a node that trained a different task
-    in the previous slot (0 = no switching cost, as in the paper)."""
+    """Restore cost c in [0, 0.95]: the fraction of a node-slot's work a job loses when it
+    trains on a node that does not hold its state (the job moved there, or the node trained
+    another job since the job last ran on it). A job that resumes on a node holding its state
+    pays nothing, nor does a job's first slot. Each task's own cost is c times its factor
+    (``switch_cost_spread``), at most 0.95; it is in the task table. 0 = free switching, as in
+    the paper."""
+
+    switch_cost_spread: tuple[float, float] = (1.0, 1.0)
+    """Range (low, high), 0 < low <= high <= 20, of a task's cost factor, drawn log-uniformly
+    per task (its checkpoint size decides its restore time); (1, 1) gives every task the cost
+    c."""
+
+    switch_cost_choices: tuple[float, ...] | None = None
+    """If set (a non-empty tuple of costs in [0, 0.95]), each episode's cost c is drawn from
+    this list at reset (training over several costs); mutually exclusive with
+    ``switch_cost > 0``."""
 
     def __post_init__(self) -> None:
         check_int("n_nodes", self.n_nodes, 1, 1024)
         check_int("max_visible_tasks", self.max_visible_tasks, 1, 512)
-        check_number("switch_cost", self.switch_cost, 0.0, 1.0, hi_open=True)
+        check_number("switch_cost", self.switch_cost, 0.0, MAX_SWITCH_COST)
         _canonical(self, n_nodes=int, max_visible_tasks=int, switch_cost=float)
+        _check_range("switch_cost_spread", self.switch_cost_spread, 0.0, 20.0, lo_open=True)
+        object.__setattr__(self, "switch_cost_spread",
+                           tuple(float(v) for v in self.switch_cost_spread))
+        if self.switch_cost_choices is not None:
+            choices = self.switch_cost_choices
+            if not isinstance(choices, (tuple, list)) or len(choices) == 0:
+                fail("switch_cost_choices", choices, "a non-empty tuple of costs")
+            for v in choices:
+                check_number("switch_cost_choices", v, 0.0, MAX_SWITCH_COST)
+            if self.switch_cost > 0.0:
+                fail("switch_cost", self.switch_cost, "0 when switch_cost_choices is set")
+            object.__setattr__(self, "switch_cost_choices", tuple(float(v) for v in choices))
         if self.node_speeds is not None and self.speed_choices is not None:
             fail("node_speeds", self.node_speeds, "None when speed_choices is set")
         if self.node_speeds is not None:
@@ -88,6 +119,12 @@ class ClusterConfig:
             for v in choices:
                 check_number("speed_choices", v, 0.0, 4.0, lo_open=True)
             object.__setattr__(self, "speed_choices", tuple(float(v) for v in choices))
+
+    @property
+    def has_switch_cost(self) -> bool:
+        """Whether a switch can cost anything (then every task draws its cost)."""
+        return self.switch_cost > 0.0 or (self.switch_cost_choices is not None
+                                          and max(self.switch_cost_choices) > 0.0)
 
     @property
     def max_speed(self) -> float:

@@ -6,9 +6,12 @@ the batched simulator all call :func:`step`. Resolution order inside a step:
 1. an action the mask forbids (an empty slot) runs as idle and is counted (``illegal``);
 2. if more nodes pick a task than its cap allows, the lowest-numbered nodes keep it and the
    rest idle (``conflicts``);
-3. a node that trained a different task last slot delivers (1 - c) of its work (``switches``
-   counts such node-slots whatever c is);
-4. a task trained by k nodes gains ``sum(speeds * switch factors) * k**(alpha - 1)``;
+3. switching cost (SPEC §9): a node that does not hold its task's state (the node last
+   trained another task, or none) restores it and delivers (1 - c_j) of its work, unless the
+   task has never trained (nothing to restore); a node then holds the last task it trained.
+   ``restores`` counts the node-slots that restored, ``switches`` those that trained a
+   different task than in the previous slot, whatever the costs are;
+4. a task trained by k nodes gains ``sum(speeds * restore factors) * k**(alpha - 1)``;
 5. its observed loss is read off its noise path at the new cumulative work (or, in live
    mode, comes from really training the job: a ``loss_hook``, see :class:`TrainedSlots`);
 6. tasks whose observed loss <= target succeed (reward +1 each) and free their slots;
@@ -67,7 +70,6 @@ class StepParams:
 
     n_nodes: int
     n_slots: int
-    switch_cost: float
     beta: float
     arrival_slots: int
     max_steps: int
@@ -76,7 +78,7 @@ class StepParams:
     @classmethod
     def from_config(cls, cfg: CoreConfig, backend: str | None = None) -> StepParams:
         return cls(n_nodes=cfg.cluster.n_nodes, n_slots=cfg.cluster.max_visible_tasks,
-                   switch_cost=cfg.cluster.switch_cost, beta=cfg.reward.shaping_beta,
+                   beta=cfg.reward.shaping_beta,
                    arrival_slots=cfg.workload.arrival_slots, max_steps=cfg.max_steps,
                    backend=check_backend(backend))
 
@@ -266,11 +268,15 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
     a[over] = 0
     task_of[over] = -1
     train = a > 0
-    # 3. switching cost
+    # 3. switching cost: a restore wherever the node does not hold a task that trained before
     switched = train & (s.last_task >= 0) & (task_of != s.last_task)
+    started = np.where(train, s.slot_n_obs[rows, a - 1] > 0, False)
+    restored = started & (task_of != s.held_task)
     delivered = np.where(train, s.speed, np.float32(0.0))
-    if p.switch_cost > 0.0:
-        delivered[switched] *= np.float32(1.0 - p.switch_cost)
+    rb, ri = np.nonzero(restored)
+    delivered[rb, ri] *= s.w_keep[rb, task_of[rb, ri]]
+    s.held_task[:] = np.where(train, task_of, s.held_task)
+    s.held_slot[:] = np.where(train, a - 1, s.held_slot)
     # 4. work: per-slot sums over nodes (bincount keeps a fixed, batch-independent order)
     flat = (rows * (k + 1) + a).ravel()
     speed_sum = np.bincount(flat, weights=delivered.ravel(), minlength=bsz * (k + 1))
@@ -349,6 +355,7 @@ def step(s: BatchState, actions: np.ndarray, p: StepParams,
     s.illegal += illegal.sum(axis=1)
     s.conflicts += over.sum(axis=1)
     s.switches += switched.sum(axis=1)
+    s.restores += restored.sum(axis=1)
     s.busy += train.sum(axis=1)
     # 7-8. time advances, expiry, arrivals, admission
     s.t += 1
@@ -399,9 +406,9 @@ def _compiled_step(s: BatchState, actions: np.ndarray, p: StepParams,
     task_of = np.empty((bsz, n), dtype=np.int64)
     count = np.empty((bsz, k), dtype=np.int64)
     work = np.zeros((bsz, k), dtype=np.float32)
-    resolve(actions, s.slot_task, s.slot_cap, s.slot_alpha, s.slot_work, s.last_task, s.speed,
-            np.float32(1.0 - p.switch_cost), p.switch_cost > 0.0, a, task_of, count, work,
-            s.illegal, s.conflicts, s.switches, s.busy)
+    resolve(actions, s.slot_task, s.slot_cap, s.slot_alpha, s.slot_work, s.slot_n_obs,
+            s.last_task, s.held_task, s.held_slot, s.w_keep, s.speed, a, task_of, count, work,
+            s.illegal, s.conflicts, s.switches, s.restores, s.busy)
     log_loss = np.zeros((bsz, k))
     outcome = np.zeros((bsz, k), dtype=np.int8)
     if loss_hook is None:
@@ -445,7 +452,8 @@ def _compiled_arrive(s: BatchState, rows: np.ndarray | None) -> None:
 
 
 EPISODE_KEYS = ("arrived", "completed", "expired", "completion_rate", "utilization",
-                "illegal_actions", "capacity_conflicts", "switches", "length", "return")
+                "illegal_actions", "capacity_conflicts", "switches", "restores", "length",
+                "return")
 """The keys of an episode's statistics (``info["episode"]``, docs/env.md), in order."""
 
 
@@ -463,6 +471,7 @@ def episode_stats(s: BatchState, row: int) -> dict[str, float | int]:
         "illegal_actions": int(s.illegal[row]),
         "capacity_conflicts": int(s.conflicts[row]),
         "switches": int(s.switches[row]),
+        "restores": int(s.restores[row]),
         "length": steps,
         "return": float(s.ep_return[row]),
     }

@@ -40,6 +40,8 @@ GLOBAL_FEATURES = (
     Feature("busy_last", 0.0, 1.0, "nodes that trained last slot / N"),
     Feature("queue_urgency", 0.0, 1.0,
             "min over queued tasks of (deadline - t) / max window; 1 if the queue is empty"),
+    Feature("episode_switch_cost", 0.0, 1.0,
+            "the episode's restore cost c (fraction of a node-slot; 0 = free switching)"),
 )
 
 NODE_FEATURES = (
@@ -48,6 +50,9 @@ NODE_FEATURES = (
     Feature("idle_last", 0.0, 1.0, "1 if this node idled last slot"),
     Feature("last_slot", 0.0, 1.0,
             "(slot it trained last slot + 1) / K if that task is still visible, else 0"),
+    Feature("held_slot", 0.0, 1.0,
+            "(slot of the task whose state it holds, the last it trained + 1) / K if that task "
+            "is still visible, else 0 (training it there restores nothing)"),
 )
 
 TASK_FEATURES = (
@@ -69,6 +74,10 @@ TASK_FEATURES = (
     Feature("reachable_work", 0.0, 1.0,
             "ln(1 + work still deliverable before the deadline at full cap and mean node "
             "speed) / ln(1 + WORK_MAX), clipped (remaining capacity)"),
+    Feature("switch_cost", 0.0, 1.0,
+            "its restore cost c_j: the share of a node-slot lost by a node that does not hold "
+            "its state, once it has trained"),
+    Feature("holders", 0.0, 1.0, "nodes holding its state / N"),
 )
 """Task-table columns. The table is the same for every node; what is node-specific (its
 speed, which slot it trained last) is in the node block."""

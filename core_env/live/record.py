@@ -131,7 +131,8 @@ class LiveRecord:
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(tmp, meta=np.asarray(json.dumps(meta)), obs=obs,
                  pilot_run=np.asarray(self.pilot_run, dtype=np.int64), initial=self.initial,
-                 **{f"w_{k}": np.asarray(getattr(wl, k)) for k in Workload._fields})
+                 **{f"w_{k}": np.asarray(getattr(wl, k)) for k in Workload._fields
+                    if getattr(wl, k) is not None})
         tmp.replace(path)
         return path
 
@@ -153,7 +154,8 @@ class LiveRecord:
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             config = CoreConfig().replace(**meta["config"])
-            wl = validate_workload(Workload(**{k: a[f"w_{k}"] for k in Workload._fields}),
+            wl = validate_workload(Workload(**{k: a[f"w_{k}"] for k in Workload._fields
+                                                  if f"w_{k}" in a}),
                                    config)
             jobs = tuple(JobSpec(j["kind"], dict(j["variant"]), int(j["seed"]))
                          for j in meta["jobs"])

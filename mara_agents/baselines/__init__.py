@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mara_agents.baselines.common import (CentralPolicy, ClusterView, ObservationDecoder,
                                           SlotTracker, assign_nodes, fill_by_priority)
+from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.halving import SuccessiveHalvingPolicy
 from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy,
                                               RandomPolicy, RoundRobinPolicy,
@@ -34,5 +35,5 @@ __all__ = [
     "LASPolicy", "LaiRAPolicy", "LeastLaxityPolicy", "ObservationDecoder", "OptimusPolicy",
     "OracleGreedyPolicy", "RandomPolicy", "RoundRobinPolicy", "SLAQPolicy",
     "ShortestPredictedPolicy", "SlotTracker", "SuccessiveHalvingPolicy", "assign_nodes",
-    "fill_by_priority", "largest_remainder", "moore_hodgson",
+    "fill_by_priority", "largest_remainder", "moore_hodgson", "sticky_counts",
 ]

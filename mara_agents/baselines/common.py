@@ -11,8 +11,10 @@ respect the parallelism caps exactly (no masked action, no capacity conflict). T
   visible task: its observations, attained service, waiting time and loss history.
 * :func:`fill_by_priority` gives nodes to tasks in priority order, each up to its cap.
 * :func:`assign_nodes` turns per-slot node counts into node actions, keeping nodes on the
-  task they trained last slot.
-* :class:`CentralPolicy` is the thin base class: decode, decide, encode.
+  task they trained last slot (and, where switching costs, on the task whose state they
+  hold); it and the ``stickiness`` knob live in :mod:`~mara_agents.baselines.placement`.
+* :class:`CentralPolicy` is the thin base class: decode, decide, :meth:`~CentralPolicy.place`
+  (stickiness, then :func:`assign_nodes`), encode.
 
 Decoding (``w`` = ``config.workload.window[1]``, the longest window; ``T`` =
 ``config.max_steps``; ``W`` = ``core_env.curves.WORK_MAX``; ``v_max`` =
@@ -33,6 +35,10 @@ log gap             ``4 * loss_gap`` = ln(observed loss / target) (0 before the 
 nodes last slot     ``rint(nodes_last * N)``
 node speed          ``speed * v_max`` (from each node's own observation)
 node's last slot    ``rint(last_slot * K) - 1`` (-1 = idle or its task left)
+node's held slot    ``rint(held_slot * K) - 1`` (-1 = none, or its task left; -1 for
+                    every node in a layout without the feature)
+restore cost c_j    ``switch_cost`` (1 for present tasks in a layout without the column)
+episode cost c      ``episode_switch_cost`` (0 in a layout without the feature)
 achievable work     ``cap**alpha * mean speed * time left`` (what the wrapper normalises by)
 remaining (fc_*)    ``fc * 2 * achievable`` when fc < 1; fc = 1 means "clipped: at least
                     2 x achievable", reported as that lower bound with ``censored`` set
@@ -49,6 +55,8 @@ from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout
+from mara_agents.baselines.placement import (assign_nodes, check_stickiness,  # noqa: F401
+                                             sticky_counts)
 from mara_agents.baselines.tracking import SlotTracker  # noqa: F401 (re-exported)
 
 FORECAST_COLUMNS = ("fc_mean", "fc_q10", "fc_q50", "fc_q90")
@@ -85,6 +93,10 @@ class ClusterView(NamedTuple):
             visible there, else -1.
         masks: int8[N, K + 1], each node's action mask.
         table: float32[K, F], the raw task table (node 0's observation).
+        held_slot: int64[N], slot of the task whose state each node holds if that task is
+            still visible, else -1.
+        switch_cost: float64[K], each task's restore cost c_j (0 if empty).
+        episode_switch_cost: the episode's cost c (0 = free switching).
     """
 
     t: int
@@ -101,6 +113,9 @@ class ClusterView(NamedTuple):
     last_slot: np.ndarray
     masks: np.ndarray
     table: np.ndarray
+    held_slot: np.ndarray
+    switch_cost: np.ndarray
+    episode_switch_cost: float
 
     @property
     def n_nodes(self) -> int:
@@ -150,6 +165,9 @@ class ObservationDecoder:
         names = {f.name for f in layout.task_features}
         self.has_forecast = all(c in names for c in FORECAST_COLUMNS)
         self._col = {f.name: layout.task_column(f.name) for f in layout.task_features}
+        known = {f.name for f in layout.global_features + layout.node_features}
+        self.has_switch_features = {"held_slot", "episode_switch_cost"} <= known and \
+            "switch_cost" in names
 
     @classmethod
     def from_env(cls, env: Any) -> ObservationDecoder:
@@ -199,6 +217,12 @@ class ObservationDecoder:
         work = pmath.expm1(table[:, col["log_work"]].astype(np.float64) * _LOG_WORK_SCALE)
         speeds = obs[:, lay.index("speed")].astype(np.float64) * self.max_speed
         last = np.rint(obs[:, lay.index("last_slot")] * k).astype(np.int64) - 1
+        if self.has_switch_features:
+            held = np.rint(obs[:, lay.index("held_slot")] * k).astype(np.int64) - 1
+            cost = np.where(present, table[:, col["switch_cost"]].astype(np.float64), 0.0)
+            episode_cost = float(head[lay.index("episode_switch_cost")])
+        else:
+            held, cost, episode_cost = np.full(n, -1, dtype=np.int64), present * 1.0, 0.0
         return ClusterView(
             t=t, present=present,
             time_left=np.where(present, left, 0),
@@ -210,7 +234,8 @@ class ObservationDecoder:
             log_gap=np.where(present, 4.0 * table[:, col["loss_gap"]].astype(np.float64), 0.0),
             nodes_last=np.where(present, np.rint(table[:, col["nodes_last"]] * n), 0
                                 ).astype(np.int64),
-            speeds=speeds, last_slot=last, masks=masks, table=table)
+            speeds=speeds, last_slot=last, masks=masks, table=table, held_slot=held,
+            switch_cost=cost, episode_switch_cost=episode_cost)
 
     def remaining(self, view: ClusterView, column: str = "fc_q50"
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -270,61 +295,37 @@ def fill_by_priority(order: np.ndarray, caps: np.ndarray, total: int) -> np.ndar
     return counts
 
 
-def assign_nodes(counts: np.ndarray, last_slot: np.ndarray) -> np.ndarray:
-    """Map per-slot node counts to node actions, keeping nodes on their last task.
-
-    First every node whose last slot still needs nodes stays there (lowest node first);
-    then the remaining nodes, in index order, fill the remaining counts, lowest slot first.
-    Nodes left over idle.
-
-    Args:
-        counts: int[K] nodes wanted per slot (non-negative, summing to at most N).
-        last_slot: int[N] the slot each node trained last slot, -1 for none.
-
-    Returns:
-        int64[N] actions: 0 = idle, k = train slot k - 1; slot k - 1 gets exactly
-        ``counts[k - 1]`` nodes.
-
-    Raises:
-        ValueError: negative counts, or more nodes wanted than there are.
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    last_slot = np.asarray(last_slot, dtype=np.int64)
-    n, k = last_slot.shape[0], counts.shape[0]
-    if np.any(counts < 0):
-        raise ValueError(f"counts: expected non-negative node counts, got {counts.tolist()}")
-    if counts.sum() > n:
-        raise ValueError(f"counts: expected at most {n} nodes in total, got {int(counts.sum())}")
-    need = counts.copy()
-    actions = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        s = int(last_slot[i])
-        if 0 <= s < k and need[s] > 0:
-            actions[i] = s + 1
-            need[s] -= 1
-    free = np.flatnonzero(actions == 0)
-    wanted = np.repeat(np.arange(k), need)  # slot of each still-needed node, lowest first
-    actions[free[: wanted.size]] = wanted + 1
-    return actions
-
-
 class CentralPolicy:
     """Base class of the baselines: decode the observations, :meth:`decide`, encode.
 
-    Subclasses implement :meth:`decide` (``ClusterView -> int64[N] actions``) and, if they
-    keep state across slots, :meth:`reset_state`. Randomness comes only from
-    ``self.rng``, a ``numpy.random.Generator`` created in :meth:`reset` (called with no
-    seed, i.e. fresh OS entropy, if :meth:`act` comes first).
+    Subclasses implement :meth:`decide` (``ClusterView -> int64[N] actions``), usually by
+    deciding node counts per task and returning :meth:`place` of them, and, if they keep
+    state across slots, :meth:`reset_state`. Randomness comes only from ``self.rng``, a
+    ``numpy.random.Generator`` created in :meth:`reset` (called with no seed, i.e. fresh OS
+    entropy, if :meth:`act` comes first).
 
     Args:
         env: the (possibly wrapped) environment the policy will act in; its layout,
             configuration and agent names are read once here.
+        stickiness: the hysteresis on taking nodes from a task (>= 0; 0, the default: off):
+            a task that trained last slot keeps its nodes unless its relative shrink
+            exceeds ``stickiness * c_j`` (see :mod:`~mara_agents.baselines.placement`).
+
+    Raises:
+        ValueError: ``stickiness`` is not a finite number >= 0, or is positive for a
+            policy that places its nodes itself (``places_counts = False``).
     """
 
     name = "central"
     needs_forecast = False
+    places_counts = True
+    """Whether :meth:`decide` goes through :meth:`place` (the stickiness knob applies)."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, stickiness: float = 0.0) -> None:
+        self.stickiness = check_stickiness(stickiness)
+        if self.stickiness > 0 and not self.places_counts:
+            raise ValueError(f"stickiness: {self.name} places its nodes itself, expected 0, "
+                             f"got {stickiness!r}")
         self.decoder = ObservationDecoder.from_env(env)
         if self.needs_forecast and not self.decoder.has_forecast:
             raise ValueError(f"{type(self).__name__} reads forecast columns: wrap the env in "
@@ -351,3 +352,15 @@ class CentralPolicy:
     def decide(self, view: ClusterView) -> np.ndarray:  # pragma: no cover - abstract
         """int64[N] actions for the decoded view."""
         raise NotImplementedError
+
+    def place(self, view: ClusterView, counts: np.ndarray) -> np.ndarray:
+        """int64[N] actions giving each task ``counts`` nodes, after the stickiness
+        (:func:`sticky_counts`, only when ``stickiness > 0``), keeping nodes on their last
+        task and, when ``stickiness > 0`` or the episode's switching cost is positive, on
+        the task whose state they hold (:func:`assign_nodes`)."""
+        if self.stickiness > 0:
+            threshold = self.stickiness * view.switch_cost * view.nodes_last
+            counts = sticky_counts(counts, view.nodes_last, threshold, view.n_nodes,
+                                   growth_cost=np.where(view.work > 0, view.switch_cost, 0.0))
+        held = view.held_slot if self.stickiness > 0 or view.episode_switch_cost > 0 else None
+        return assign_nodes(counts, view.last_slot, held)

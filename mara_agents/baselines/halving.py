@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from core_env.curves import WORK_MAX
-from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker, assign_nodes,
+from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker,
                                           fill_by_priority)
 
 __all__ = ["SuccessiveHalvingPolicy", "rung_budgets"]
@@ -62,6 +62,8 @@ class SuccessiveHalvingPolicy(CentralPolicy):
             rung's budget is eta times larger.
         metric: ``"gap"`` or ``"forecast"`` (see the module docstring).
         work_conserving: give nodes left over to paused tasks.
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
 
     Attributes:
         rung: int64[K] each visible task's rung; ``paused``: bool[K] tasks that reached their
@@ -71,8 +73,8 @@ class SuccessiveHalvingPolicy(CentralPolicy):
     name = "successive_halving"
 
     def __init__(self, env: Any, r_min: float = 4.0, eta: float = 2.0, metric: str = "gap",
-                 work_conserving: bool = True) -> None:
-        super().__init__(env)
+                 work_conserving: bool = True, stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         if not (isinstance(r_min, (int, float)) and math.isfinite(r_min) and r_min > 0):
             raise ValueError(f"r_min: expected a finite number > 0, got {r_min!r}")
         if not (isinstance(eta, (int, float)) and math.isfinite(eta) and eta > 1):
@@ -149,4 +151,4 @@ class SuccessiveHalvingPolicy(CentralPolicy):
             order = np.concatenate([order, waiting[np.lexsort(
                 (waiting, view.arrival[waiting], -self.rung[waiting], self.score[waiting]))]])
         counts = fill_by_priority(order, view.cap, view.n_nodes)
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
-                                          SlotTracker, assign_nodes, fill_by_priority)
+                                          SlotTracker, fill_by_priority)
 
 MIN_FORECAST_OBS = 2
 """Observations a task needs before its WLS forecast means anything (two points)."""
@@ -38,6 +38,7 @@ class RandomPolicy(CentralPolicy):
     """
 
     name = "random"
+    places_counts = False
 
     def decide(self, view: ClusterView) -> np.ndarray:
         n = view.n_nodes
@@ -82,7 +83,7 @@ class RoundRobinPolicy(CentralPolicy):
             chosen = ring[:extra]
             counts[chosen] += 1
             self._next = int(chosen[-1]) + 1
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)
 
 
 class _PriorityPolicy(CentralPolicy):
@@ -102,7 +103,7 @@ class _PriorityPolicy(CentralPolicy):
     def decide(self, view: ClusterView) -> np.ndarray:
         order = self.order(view)
         counts = fill_by_priority(order, view.cap, view.n_nodes)
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)
 
 
 class FIFOPolicy(_PriorityPolicy):
@@ -131,12 +132,14 @@ class _ForecastPolicy(_PriorityPolicy):
     Args:
         env: the forecast-wrapped environment.
         column: which forecast column to read (default the median, ``fc_q50``).
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
     """
 
     needs_forecast = True
 
-    def __init__(self, env: Any, column: str = "fc_q50") -> None:
-        super().__init__(env)
+    def __init__(self, env: Any, column: str = "fc_q50", stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         self.column = check_forecast_column(column)
         self.tracker = SlotTracker(self.decoder.layout.n_slots)
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_int
-from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
+from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker
 
 __all__ = ["KalmanCurve", "LaiRAPolicy"]
 
@@ -144,6 +144,8 @@ class LaiRAPolicy(CentralPolicy):
         prior_slope: prior mean of d ln loss / d ln work at the first observation.
         prior_slope_sd: its prior sd.
         prior_curvature_sd: prior sd of the second derivative.
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
 
     Attributes:
         feasible: bool[K] the look-ahead's verdict after the latest slot.
@@ -155,8 +157,8 @@ class LaiRAPolicy(CentralPolicy):
     def __init__(self, env: Any, z: float = 1.0, beta: float = 2.0, share: str = "needed",
                  deadline_margin: int = 1, q: float = 0.01, r: float = 0.05,
                  prior_slope: float = -0.5, prior_slope_sd: float = 0.5,
-                 prior_curvature_sd: float = 0.2) -> None:
-        super().__init__(env)
+                 prior_curvature_sd: float = 0.2, stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         for name, v in (("z", z), ("beta", beta), ("q", q), ("prior_slope_sd", prior_slope_sd),
                         ("prior_curvature_sd", prior_curvature_sd)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -244,4 +246,4 @@ class LaiRAPolicy(CentralPolicy):
             give = min(int(cap[j] - counts[j]), left)
             counts[j] += give
             left -= give
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

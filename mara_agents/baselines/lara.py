@@ -34,8 +34,10 @@ left, N nodes):
    (Hamilton's method, subject to the caps; sum N, or fewer if the caps bind). With
    ``carry_remainders`` each task's rounding error is carried to its next slot's quota, so
    over time the whole nodes track the fractional shares.
-5. **Placement.** :func:`~mara_agents.baselines.common.assign_nodes` keeps nodes on the
-   task they trained last slot (the ``last_slot`` node feature) to avoid switches.
+5. **Placement.** :meth:`~mara_agents.baselines.common.CentralPolicy.place`: the
+   ``stickiness`` hysteresis (off by default), then
+   :func:`~mara_agents.baselines.common.assign_nodes` keeps nodes on the task they trained
+   last slot (the ``last_slot`` node feature) to avoid switches.
 
 The pure pieces (:func:`moore_hodgson`, :func:`largest_remainder`, :func:`steady_share`,
 :func:`assign_nodes`) are unit-tested on their own. The parameter choices and what they are
@@ -235,6 +237,8 @@ class LARAPolicy(CentralPolicy):
             the WLS forecaster).
         params: a :class:`LARAParams`; keyword arguments override its fields
             (``LARAPolicy(env, explore_obs=4)``).
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
 
     Attributes:
         last_plan: the latest slot's decision, for analysis: ``young`` and ``accepted``
@@ -245,8 +249,9 @@ class LARAPolicy(CentralPolicy):
     name = "lara"
     needs_forecast = True
 
-    def __init__(self, env: Any, params: LARAParams | None = None, **overrides: Any) -> None:
-        super().__init__(env)
+    def __init__(self, env: Any, params: LARAParams | None = None, stickiness: float = 0.0,
+                 **overrides: Any) -> None:
+        super().__init__(env, stickiness)
         base = params if params is not None else LARAParams()
         self.params = dataclasses.replace(base, **overrides) if overrides else base
         k = self.decoder.layout.n_slots
@@ -335,4 +340,4 @@ class LARAPolicy(CentralPolicy):
         counts = largest_remainder(quota, view.cap, view.n_nodes,
                                    priority=view.time_left.astype(np.float64))
         self._owed = np.clip(quota - counts, -1.0, 1.0) * view.present
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

@@ -36,7 +36,7 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_int
-from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker, assign_nodes,
+from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker,
                                           fill_by_priority)
 
 __all__ = ["LASPolicy", "las_queue"]
@@ -59,6 +59,8 @@ class LASPolicy(CentralPolicy):
         growth: each further threshold is ``growth`` times the previous one (>= 1).
         starve_limit: promote a task to the first queue once it has waited this many times
             the slots it has trained (>= 0; 0: never).
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
 
     Attributes:
         queue: int64[K] each visible task's queue after the latest slot.
@@ -67,8 +69,8 @@ class LASPolicy(CentralPolicy):
     name = "las"
 
     def __init__(self, env: Any, queues: int = 3, threshold: float = 16.0, growth: float = 4.0,
-                 starve_limit: float = 0.0) -> None:
-        super().__init__(env)
+                 starve_limit: float = 0.0, stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         check_int("queues", queues, 1, exact=True)
         for name, v, lo in (("threshold", threshold, 0.0), ("growth", growth, 1.0),
                             ("starve_limit", starve_limit, 0.0)):
@@ -108,4 +110,4 @@ class LASPolicy(CentralPolicy):
         slots = np.flatnonzero(view.present)
         order = slots[np.lexsort((slots, view.arrival[slots], queue[slots]))]
         counts = fill_by_priority(order, view.cap, view.n_nodes)
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

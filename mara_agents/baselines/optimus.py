@@ -40,7 +40,7 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_int
-from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
+from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker
 from mara_agents.baselines.curvefit import InverseCurve, fit_inverse_curve
 
 __all__ = ["OptimusPolicy", "greedy_marginal_gain"]
@@ -98,6 +98,8 @@ class OptimusPolicy(CentralPolicy):
         default_remaining: remaining work assumed without a usable fit (node-slots, > 0).
         deadline_aware: serve tasks predicted to miss their deadline only with nodes left
             over.
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
 
     Attributes:
         remaining: float64[K] each visible task's predicted remaining work (latest slot).
@@ -106,8 +108,8 @@ class OptimusPolicy(CentralPolicy):
     name = "optimus"
 
     def __init__(self, env: Any, min_points: int = 3, default_remaining: float = 10.0,
-                 deadline_aware: bool = True) -> None:
-        super().__init__(env)
+                 deadline_aware: bool = True, stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         check_int("min_points", min_points, 2, exact=True)
         if not (isinstance(default_remaining, (int, float)) and math.isfinite(default_remaining)
                 and default_remaining > 0):
@@ -160,4 +162,4 @@ class OptimusPolicy(CentralPolicy):
             counts = first + rest
         else:
             counts = greedy_marginal_gain(remaining, view.alpha, caps, view.n_nodes, fifo, v)
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
-from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
-                                          assign_nodes)
+from mara_agents.baselines.common import check_forecast_column, CentralPolicy, ClusterView
 
 
 class OracleGreedyPolicy(CentralPolicy):
@@ -33,13 +32,15 @@ class OracleGreedyPolicy(CentralPolicy):
     Args:
         env: the oracle-wrapped environment.
         column: the forecast column to read (all oracle quantiles are equal).
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
     """
 
     name = "oracle_greedy"
     needs_forecast = True
 
-    def __init__(self, env: Any, column: str = "fc_q50") -> None:
-        super().__init__(env)
+    def __init__(self, env: Any, column: str = "fc_q50", stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         self.column = check_forecast_column(column)
 
     def decide(self, view: ClusterView) -> np.ndarray:
@@ -73,7 +74,7 @@ class OracleGreedyPolicy(CentralPolicy):
                         break
                     counts[j] += 1
                     free -= 1
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)
 
 
 def _fewest_nodes(remaining: float, alpha: float, speed: float, slots: int, cap: int) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_int
-from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, assign_nodes
+from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker
 from mara_agents.baselines.curvefit import InverseCurve, fit_inverse_curve
 
 __all__ = ["SLAQPolicy", "greedy_by_table"]
@@ -77,12 +77,15 @@ class SLAQPolicy(CentralPolicy):
         env: the environment (it reads the observed loss gap and work).
         min_points: observations before a task's curve is fitted (>= 3).
         decay: weight ratio between consecutive points of the fit, in (0, 1] (1: equal).
+        stickiness: hysteresis on taking nodes from a task (>= 0; 0: off; see
+            :meth:`~mara_agents.baselines.common.CentralPolicy.place`).
     """
 
     name = "slaq"
 
-    def __init__(self, env: Any, min_points: int = 3, decay: float = 0.9) -> None:
-        super().__init__(env)
+    def __init__(self, env: Any, min_points: int = 3, decay: float = 0.9,
+                 stickiness: float = 0.0) -> None:
+        super().__init__(env, stickiness)
         check_int("min_points", min_points, 3, exact=True)
         if not (isinstance(decay, (int, float)) and math.isfinite(decay) and 0 < decay <= 1):
             raise ValueError(f"decay: expected a number in (0, 1], got {decay!r}")
@@ -132,4 +135,4 @@ class SLAQPolicy(CentralPolicy):
         slots = np.flatnonzero(view.present)
         fifo = slots[np.lexsort((slots, view.arrival[slots]))]
         counts = greedy_by_table(value, view.cap, view.n_nodes, fifo)
-        return assign_nodes(counts, view.last_slot)
+        return self.place(view, counts)

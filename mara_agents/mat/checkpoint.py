@@ -17,9 +17,11 @@ The shipped default lives in ``mara_agents/weights`` (:func:`shipped`).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from core_env.forecast.wrapper import FORECAST_FEATURES
@@ -104,16 +106,66 @@ results are reported (docs/baselines.md, "Other cluster sizes"), and the loader 
 others."""
 
 
+BLOCKS = ("global", "node", "task")
+"""The feature blocks of a layout record, in the order of :class:`InputColumns`."""
+
+
+class InputColumns(NamedTuple):
+    """Where a checkpoint's features sit in an environment's layout: int64 column indices of
+    the global block, the node block and the task rows, in the checkpoint's order."""
+
+    globals: np.ndarray  # int64[G'], into the env's global features
+    nodes: np.ndarray  # int64[NF'], into its node features
+    tasks: np.ndarray  # int64[F'], into its task features
+
+
+def input_columns(blob: dict[str, Any], layout: Layout) -> InputColumns | None:
+    """The env columns a checkpoint reads, or None when its features are the env's own.
+
+    A checkpoint trained before the environment gained features (e.g. the switching-cost
+    features of SPEC §9) runs on it unchanged: it reads the features it knows, by name, and
+    ignores the others. Raises ``ValueError`` if it needs a feature the env lacks."""
+    want, have = layout_record(layout), blob["layout"]
+    if all(want[k] == have.get(k) for k in BLOCKS):
+        return None
+    cols = []
+    for k in BLOCKS:
+        names = have.get(k)
+        missing = [f for f in names or () if f not in want[k]]
+        if not isinstance(names, list) or missing:
+            raise ValueError(f"checkpoint: its {k} features {names!r} are not all in the "
+                             f"environment's {want[k]!r} (missing {missing})")
+        cols.append(np.array([want[k].index(f) for f in names], dtype=np.int64))
+    return InputColumns(*cols)
+
+
+def _read_layout(blob: dict[str, Any], layout: Layout) -> Layout:
+    """The layout the checkpoint reads: ``layout`` with only the checkpoint's features, in
+    the checkpoint's order (``layout`` itself when they are the same)."""
+    cols = input_columns(blob, layout)
+    if cols is None:
+        return layout
+    return dataclasses.replace(
+        layout, global_features=tuple(layout.global_features[i] for i in cols.globals),
+        node_features=tuple(layout.node_features[i] for i in cols.nodes),
+        task_features=tuple(layout.task_features[i] for i in cols.tasks))
+
+
 def model_from_checkpoint(blob: dict[str, Any], layout: Layout, source: str = "checkpoint"
                           ) -> MAT:
-    """Build the MAT of a checkpoint for an environment layout (in eval mode): the same
-    features, at the checkpoint's own cluster size or one within :data:`SIZES`.
+    """Build the MAT of a checkpoint for an environment layout (in eval mode), at the
+    checkpoint's own cluster size or one within :data:`SIZES`, on the checkpoint's features
+    (all of them in the env; :func:`input_columns` says which env columns feed it).
 
     Raises:
-        ValueError: the checkpoint was trained on other features, or the cluster size is
+        ValueError: the checkpoint needs a feature the env lacks, or the cluster size is
             neither its own nor within :data:`SIZES` (the message lists the differences), its
             MAT configuration is not valid, or its weights do not fit it.
     """
+    try:
+        layout = _read_layout(blob, layout)
+    except ValueError as e:
+        raise ValueError(f"{source}: trained for a different observation layout ({e})") from e
     want = layout_record(layout)
     have = blob["layout"]
     diff = [k for k in want if want[k] != have.get(k)

@@ -5,6 +5,7 @@ with the forecast cache's columns appended; and stacking and indexing batches of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,6 +61,15 @@ def inputs_from_batched(obs: np.ndarray, mask: np.ndarray, layout: Layout,
                   torch.from_numpy(np.asarray(mask) > 0),
                   torch.from_numpy(cap.astype(np.float32)),
                   torch.from_numpy(np.ascontiguousarray(speed)))
+
+
+def select_inputs(x: Inputs, columns: Any) -> Inputs:
+    """``x`` with only the feature columns a checkpoint reads (an
+    :class:`~mara_agents.mat.checkpoint.InputColumns`; None: ``x`` itself)."""
+    if columns is None:
+        return x
+    g, n, t = (torch.from_numpy(c) for c in columns)
+    return x._replace(glob=x.glob[..., g], nodes=x.nodes[..., n], tasks=x.tasks[..., t])
 
 
 def stack_inputs(items: Sequence[Inputs]) -> Inputs:

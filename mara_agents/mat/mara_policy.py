@@ -28,9 +28,10 @@ from typing import Any, Union
 import numpy as np
 import torch
 
-from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, shipped
+from mara_agents.mat.checkpoint import (input_columns, load_checkpoint, model_from_checkpoint,
+                                       shipped)
 from mara_agents.mat.ensemble import ensemble_act
-from mara_agents.mat.inputs import split_observations
+from mara_agents.mat.inputs import select_inputs, split_observations
 from mara_agents.mat.numpy_infer import NumpyEnsemble, NumpyMAT
 
 Checkpoints = Union[str, Path, Sequence[Union[str, Path]], None]
@@ -132,6 +133,11 @@ class MARAPolicy:
         self.layout = wrapper.layout
         self.models = [model_from_checkpoint(b, self.layout, str(p))
                        for b, p in zip(blobs, paths)]
+        if any(b["layout"] != blobs[0]["layout"] for b in blobs):
+            raise ValueError(f"checkpoint: ensemble members read different features: "
+                             f"{[str(p) for p in paths]}")
+        self.columns = input_columns(blobs[0], self.layout)
+        """The env columns the checkpoint reads (None: all of them)."""
         self.model = self.models[0]
         # greedy decoding in numpy (the same actions as the torch path)
         self.greedy = (NumpyMAT(self.model) if len(self.models) == 1
@@ -152,7 +158,7 @@ class MARAPolicy:
                              f"{missing}")
         obs = np.stack([observations[a]["observation"] for a in self.agents])[None]
         mask = np.stack([observations[a]["action_mask"] for a in self.agents])[None]
-        x = split_observations(obs, mask, self.layout)
+        x = select_inputs(split_observations(obs, mask, self.layout), self.columns)
         if self.deterministic:
             actions = self.greedy.act(x)
         else:

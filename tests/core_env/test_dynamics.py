@@ -108,7 +108,7 @@ def test_instance_a_completion_and_expiry_slots():
         # busy node-slots: 2 + 2 + 2 + 2 + 1 + 2 = 11 of 6 * 2
         "utilization": pytest.approx(11 / 12), "illegal_actions": 1, "capacity_conflicts": 0,
         # at t=3 both nodes moved to T2 from a different task (T0 / T1); at t=5 node_1 had idled
-        "switches": 2, "length": 6, "return": 2.0,
+        "switches": 2, "restores": 0, "length": 6, "return": 2.0,  # T2's nodes held it
     }
 
 
@@ -308,19 +308,21 @@ def test_cap_limits_scaling():
 # ---------------------------------------------------------------- switching cost
 @pytest.mark.parametrize("c", [0.0, 0.25])
 def test_switching_cost_single_node(c):
-    """1 node, two unreachable tasks. Actions T0, T1, T1, idle, T0, T0:
-    T0 gets 1 (no previous task), T1 gets 1 - c (switched), then 1; idle; T0 gets 1 (a node
-    idle last slot pays nothing), then 1. Only one switch."""
+    """1 node, two unreachable tasks. Actions T0, T1, T1, idle, T0, T0: T0 gets 1 and T1 gets
+    1 (first slots restore nothing), then T1 gets 1 (the node holds it); idle; T0 gets 1 - c
+    (the node holds T1: T0 is restored, although the node idled last slot), then 1. One
+    switch (T0 -> T1), one restore."""
     wl = make_workload([task(0, 30, target_work=NEVER_REACHED),
                         task(0, 30, target_work=NEVER_REACHED)], [1.0])
     env = hand_env(1, 2, arrival_slots=1, shaping_beta=0.0, switch_cost=c, max_steps=6)
     env.reset(seed=0, options={"workload": wl})
-    expected = [(1, 0), (1, 1 - c), (1, 2 - c), (1, 2 - c), (2, 2 - c), (3, 2 - c)]
+    expected = [(1, 0), (1, 1), (1, 2), (1, 2), (2 - c, 2), (3 - c, 2)]
     for a, exp in zip([1, 2, 2, 0, 1, 1], expected):
         obs, rew, term, trunc, infos = env.step(joint(env, [a]))
         np.testing.assert_allclose(_work(env), exp, rtol=1e-6)
     assert all(trunc.values())
     assert infos["node_0"]["episode"]["switches"] == 1
+    assert infos["node_0"]["episode"]["restores"] == 1
 
 
 def test_switching_cost_mixed_nodes_and_alpha():
@@ -338,18 +340,24 @@ def test_switching_cost_mixed_nodes_and_alpha():
     assert infos["node_0"]["episode"]["switches"] == 1
 
 
-def test_switch_after_success_pays_the_cost():
-    """The node trained T0 (which succeeded) last slot and trains T1 now: a different task."""
+def test_a_first_slot_restores_nothing_and_a_return_restores():
+    """The node trained T0 (which succeeded) and now trains T1 for the first time: nothing
+    to restore. Then T2 starts, and T1 comes back to the node, which holds T2: a restore."""
     wl = make_workload([task(0, 30, target_work=0.9),
+                        task(0, 30, target_work=NEVER_REACHED),
                         task(0, 30, target_work=NEVER_REACHED)], [1.0])
-    env = hand_env(1, 2, arrival_slots=1, shaping_beta=0.0, switch_cost=0.5, max_steps=2)
+    env = hand_env(1, 3, arrival_slots=1, shaping_beta=0.0, switch_cost=0.5, max_steps=4)
     env.reset(seed=0, options={"workload": wl})
     obs, rew, *_ = env.step(joint(env, [1]))
     assert rew["node_0"] == 1.0
-    assert list(column(env, obs, "present")) == [0, 1]
+    assert list(column(env, obs, "present")) == [0, 1, 1]
+    env.step(joint(env, [2]))
+    assert _work(env)[1] == pytest.approx(1.0)
+    env.step(joint(env, [3]))
     *_, infos = env.step(joint(env, [2]))
-    assert _work(env)[1] == pytest.approx(0.5)
-    assert infos["node_0"]["episode"]["switches"] == 1
+    assert _work(env)[1] == pytest.approx(1.5)
+    assert (infos["node_0"]["episode"]["switches"], infos["node_0"]["episode"]["restores"]) \
+        == (3, 1)
 
 
 # ---------------------------------------------------------------- heterogeneous speeds

@@ -49,7 +49,7 @@ def test_inference_equals_multithreaded_blas():
     assert scale > 1.0 and np.abs(one - two).max() <= 1e-5 * scale
 
     import core_env
-    from mara_agents.mat.inputs import split_observations
+    from mara_agents.mat.inputs import select_inputs, split_observations
     from mara_agents.mat.numpy_infer import NumpyMAT
     from mara_agents.policy import make_policy
 
@@ -58,9 +58,9 @@ def test_inference_equals_multithreaded_blas():
     for _ in range(5):  # a few slots in, so that tasks are visible
         obs, *_ = env.step(policy.act(obs))
     agents = policy.agents
-    x = split_observations(np.stack([obs[a]["observation"] for a in agents])[None],
-                           np.stack([obs[a]["action_mask"] for a in agents])[None],
-                           policy.layout)
+    x = select_inputs(split_observations(np.stack([obs[a]["observation"] for a in agents])[None],
+                                         np.stack([obs[a]["action_mask"] for a in agents])[None],
+                                         policy.layout), policy.columns)
     one = policy.greedy.act(x)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         two = NumpyMAT.act.__wrapped__(policy.greedy, x)

@@ -70,6 +70,9 @@ CASES = (
     Case("CoRE-64-v0", "CoRE-64-v0", {"arrival_slots": 40}, (0,)),
     Case("CoRE-256-v0", "CoRE-256-v0", {"arrival_slots": 10}, (0,)),
     Case("CoRE-1024-v0", "CoRE-1024-v0", {"arrival_slots": 5, "max_steps": 40}, (0,)),
+    Case("CoRE-Switch-v0", "CoRE-Switch-v0", {}, (0,)),
+    Case("CoRE-Cluster-v0", "CoRE-Cluster-v0", {}, (0,)),
+    Case("CoRE-SwitchMix-v0", "CoRE-SwitchMix-v0", {"arrival_slots": 60}, (0, 1)),
 )
 """Every preset, plus heterogeneous node speeds and a switching cost (whole episodes; the
 clusters of 64, 256 and 1,024 nodes with arrivals in their first 40, 10 and 5 slots only, and

@@ -20,7 +20,8 @@ Numeric contract (what "bit for bit" means)
     * node speeds, cumulative work, alpha, targets and the noise table are float32;
     * a task trained by k nodes gains ``(sum of delivered speeds, in float64 in node order)
       * pmath.pow(k, alpha - 1)`` in float64, added to its float32 work in float64 and
-      rounded to float32; a switching node delivers ``f32(speed) * f32(1 - c)``;
+      rounded to float32; a node that restores a task (it does not hold the state of a task
+      that has trained before) delivers ``f32(speed) * f32(1 - c_j)``;
     * ``ln work`` is ``pmath.log`` of that work rounded to float32; its grid position
       ``x = (ln w - g_0) / step`` is float64, clipped to [0, G - 1]; the observed log-loss is
       the float64 linear interpolation ``lo + (hi - lo) * (x - i0)`` between the float32
@@ -62,6 +63,7 @@ class RefTask:
     alpha: F32
     log_target: F32
     table: np.ndarray  # float32[G] observed log-loss path
+    keep: F32 = F32(1.0)  # 1 - its restore cost c_j
     status: str = "future"  # future / queued / active / succeeded / expired
     slot: int = -1
     admitted: int = -1
@@ -91,7 +93,8 @@ class ReferenceSim:
         self.cfg = cfg
         self.n = cfg.cluster.n_nodes
         self.k = cfg.cluster.max_visible_tasks
-        self.c = cfg.cluster.switch_cost
+        costs = (wl.switch_cost if wl.switch_cost is not None
+                 else [cfg.cluster.switch_cost] * wl.n_tasks)
         self.beta = cfg.reward.shaping_beta
         self.arrival_slots = cfg.workload.arrival_slots
         self.max_steps = cfg.max_steps
@@ -99,15 +102,17 @@ class ReferenceSim:
         self.tasks = [RefTask(row=j, arrival=int(wl.arrival[j]), deadline=int(wl.deadline[j]),
                               cap=int(wl.cap[j]), alpha=F32(wl.alpha[j]),
                               log_target=F32(wl.log_target[j]),
-                              table=np.asarray(wl.log_loss[j], dtype=F32))
+                              table=np.asarray(wl.log_loss[j], dtype=F32),
+                              keep=F32(1.0 - float(costs[j])))
                       for j in range(wl.n_tasks)]
         self.slots: list[RefTask | None] = [None] * self.k
         self.queue: list[RefTask] = []  # FIFO, oldest first
         self.last_task = [-1] * self.n  # task row each node trained last slot
+        self.held = [-1] * self.n  # task row whose state each node holds (its last trained)
         self.last_slot = [-1] * self.n
         self.t = 0
         self.counts = dict(arrived=0, completed=0, expired=0, illegal=0, conflicts=0,
-                           switches=0, busy=0)
+                           switches=0, restores=0, busy=0)
         self.phi = 0.0
         self.ep_return = 0.0
         self._arrivals_and_admission()
@@ -167,8 +172,10 @@ class ReferenceSim:
             delivered = self.speeds[i]
             if self.last_task[i] >= 0 and self.last_task[i] != task.row:
                 self.counts["switches"] += 1
-                if self.c > 0.0:
-                    delivered = F32(delivered * F32(1.0 - self.c))
+            if task.history and self.held[i] != task.row:  # it trained before: a restore
+                self.counts["restores"] += 1
+                delivered = F32(delivered * task.keep)
+            self.held[i] = task.row
             speed_sum[task.row] = speed_sum.get(task.row, 0.0) + float(delivered)
             nodes[task.row] = nodes.get(task.row, 0) + 1
             self.counts["busy"] += 1
@@ -239,4 +246,4 @@ class ReferenceSim:
                 "completion_rate": c["completed"] / max(c["arrived"], 1),
                 "utilization": c["busy"] / max(self.t * self.n, 1),
                 "illegal_actions": c["illegal"], "capacity_conflicts": c["conflicts"],
-                "switches": c["switches"], "length": self.t}
+                "switches": c["switches"], "restores": c["restores"], "length": self.t}

@@ -62,7 +62,9 @@ def configs(draw: st.DrawFn, max_nodes: int = 6, max_slots: int = 6,
         if mode == "fixed" else None,
         speed_choices=tuple(draw(st.lists(speeds, min_size=1, max_size=3)))
         if mode == "choices" else None,
-        switch_cost=draw(st.one_of(st.just(0.0), _float(0.0, 0.95))))
+        switch_cost=draw(st.one_of(st.just(0.0), _float(0.0, 0.95))),
+        switch_cost_spread=draw(st.one_of(st.just((1.0, 1.0)),
+                                          st.tuples(_float(0.1, 1.0), _float(1.0, 5.0)))))
     w_lo = draw(st.integers(1, 12))
     workload = WorkloadConfig(
         mix=draw(st.sampled_from(sorted(MIXES))),

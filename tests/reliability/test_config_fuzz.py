@@ -43,7 +43,9 @@ SPECIFIC_BAD: dict[str, list[Any]] = {
                     (1.0, 1.0, 1.0, 4.5), (1.0, 1.0, 1.0, "1"), "1111", (),
                     (1.0, 1.0, 1.0, 10**400)],
     "speed_choices": [(), (0.0,), (5.0,), (-1.0, 1.0), "ab", (1.0, None)],
-    "switch_cost": [1.0, -0.1, 1.5],
+    "switch_cost": [1.0, 0.96, -0.1, 1.5],
+    "switch_cost_spread": [(0.0, 1.0), (2.0, 1.0), (1.0, 21.0), (1.0,), "ab", (1.0, None)],
+    "switch_cost_choices": [(), (0.96,), (-0.1, 0.2), "ab", (0.1, None)],
     "mix": ["nope", "Train", ["train"], ("train",), 3],
     "arrivals": ["nope", "Poisson", ["poisson"], None, 1],
     "load": [0.0, -1.0, 20.5],
@@ -122,7 +124,7 @@ def test_every_random_valid_configuration_runs_an_episode_through_every_entry_po
 @given(n=st.integers(1, 1024), k=st.integers(1, 512), rate=st.floats(1e-6, 64.0),
        load=st.floats(1e-6, 20.0), slots=st.integers(1, 100_000),
        w=st.tuples(st.integers(1, 10_000), st.integers(1, 10_000)).map(sorted),
-       beta=st.floats(0.0, 100.0), cost=st.floats(0.0, 0.999))
+       beta=st.floats(0.0, 100.0), cost=st.floats(0.0, 0.95))
 def test_the_whole_valid_range_is_accepted(n, k, rate, load, slots, w, beta, cost):
     """Construction only (episodes at the top of the ranges need gigabytes)."""
     cfg = core_env.make_config("CoRE-v0", n_nodes=n, max_visible_tasks=k,
@@ -139,7 +141,8 @@ def _cases() -> list[tuple[str, Any]]:
     for field in sorted(SPECIFIC_BAD):
         cases += [(field, v) for v in SPECIFIC_BAD[field]]
         cases += [(field, v) for v in GENERIC_BAD
-                  if not (v is None and field in ("node_speeds", "speed_choices", "max_steps"))]
+                  if not (v is None and field in ("node_speeds", "speed_choices", "max_steps",
+                                                  "switch_cost_choices"))]
     return cases
 
 

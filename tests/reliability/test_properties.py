@@ -148,18 +148,21 @@ def test_resolved_tasks_never_train_again_and_stay_resolved(tr):
 
 def delivered_work(tr: Trace) -> np.ndarray:
     """float64[steps + 1, M] cumulative work of every task after every step, recomputed from
-    the spec's rule: (sum of the nodes' speeds, times (1 - c) for a node that trained a
-    different task last slot) times k**(alpha - 1) for k nodes."""
-    cfg, wl = tr.env.config, tr.env.workload
-    c = cfg.cluster.switch_cost
+    the spec's rule (SPEC §9): (sum of the nodes' speeds, times (1 - c_j) for a node that does
+    not hold the state of a task that has trained before) times k**(alpha - 1) for k nodes; a
+    node holds the last task it trained."""
+    wl = tr.env.workload
     out = np.zeros((len(tr.actions) + 1, wl.n_tasks))
+    held = np.full(tr.env.config.cluster.n_nodes, -1)
     for i in range(len(tr.actions)):
         out[i + 1] = out[i]
-        prev_last = tr.snaps[i]["last_task"]
         speed = tr.snaps[i]["speed"].astype(np.float64)
         for row, nodes in trained_tasks(tr, i).items():
-            v = sum(speed[n] * ((1 - c) if 0 <= prev_last[n] != row else 1.0) for n in nodes)
+            keep = float(np.float32(1.0 - wl.switch_cost[row]))
+            v = sum(speed[n] * (keep if out[i, row] > 0 and held[n] != row else 1.0)
+                    for n in nodes)
             out[i + 1, row] += v * len(nodes) ** (float(np.float32(wl.alpha[row])) - 1.0)
+            held[list(nodes)] = row
     return out
 
 

@@ -35,7 +35,7 @@ def assert_same_state(sim, row: int, ref: ReferenceSim, where: str) -> None:
 
     eq("t", sim.t[row], ref.t)
     for name in ("arrived", "completed", "expired", "illegal", "conflicts", "switches",
-                 "busy"):
+                 "restores", "busy"):
         eq(name, getattr(sim, name)[row], ref.counts[name])
     eq("queued", sim.queued[row], ref.n_queued)
     m = len(ref.tasks)
@@ -43,6 +43,7 @@ def assert_same_state(sim, row: int, ref: ReferenceSim, where: str) -> None:
     eq("slot_task", sim.slot_task[row], [-1 if t is None else t.row for t in ref.slots])
     eq("last_task", sim.last_task[row], ref.last_task)
     eq("last_slot", sim.last_slot[row], ref.last_slot)
+    eq("held_task", sim.held_task[row], ref.held)
     for k, task in enumerate(ref.slots):
         if task is None:
             continue

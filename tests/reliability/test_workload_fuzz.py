@@ -17,7 +17,7 @@ from core_env.workload import Workload, generate_workload
 from .strategies import PROPERTY
 
 CFG = core_env.make_config("CoRE-Small-v0")
-FIELDS = Workload._fields
+FIELDS = tuple(f for f in Workload._fields if f != "episode_switch_cost")  # arrays
 
 
 def corrupt(wl: Workload, field: str, kind: str, rng: np.random.Generator) -> Workload:
@@ -108,3 +108,11 @@ def test_a_valid_workload_replays_the_seeded_episode():
         act = {a: 1 for a in env.agents}
         assert env.step(act)[1] == replay.step(act)[1]
         assert np.array_equal(env.state(), replay.state())
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, np.nan, "0.1", True])
+def test_a_bad_episode_switch_cost_is_refused(value):
+    wl = generate_workload(CFG, np.random.default_rng(3))
+    with pytest.raises(ValueError, match="workload.episode_switch_cost"):
+        core_env.CoreSchedulerEnv(CFG).reset(options={"workload": wl._replace(
+            episode_switch_cost=value)})

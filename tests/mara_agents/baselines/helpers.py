@@ -21,7 +21,8 @@ def small_env(n_nodes: int = 4, k: int = 4, forecast: bool = False, **overrides:
 
 
 def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
-                      last_slot: list[int] | None = None) -> dict[str, dict[str, np.ndarray]]:
+                      last_slot: list[int] | None = None, held_slot: list[int] | None = None,
+                      episode_cost: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
     """Observation dicts for every node, encoded exactly as the env (and wrapper) would.
 
     Args:
@@ -29,17 +30,23 @@ def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
         t: current slot.
         tasks: slot -> task description with keys ``left`` (slots to the deadline),
             ``age``, ``cap``, ``alpha`` (default 1), ``work`` (default 0), ``nodes_last``
-            (default 0), ``gap`` (ln(observed loss / target), default 0) and, for wrapped
+            (default 0), ``gap`` (ln(observed loss / target), default 0), ``switch_cost``
+            (its restore cost c_j, default 0) and, for wrapped
             envs, ``remaining`` (forecast remaining work,
             written into every ``fc_*`` quantile column; default 0).
         last_slot: per node, the slot it trained last slot (-1 = none).
+        held_slot: per node, the slot of the task whose state it holds (default: its
+            ``last_slot``).
+        episode_cost: the global ``episode_switch_cost``.
     """
     lay, cfg = env.layout, env.unwrapped.config
     n, k = cfg.cluster.n_nodes, cfg.cluster.max_visible_tasks
     w = cfg.workload.window[1]
     last_slot = last_slot if last_slot is not None else [-1] * n
+    held_slot = held_slot if held_slot is not None else last_slot
     base = np.zeros(lay.size, dtype=np.float32)
     base[lay.index("time")] = t / cfg.max_steps
+    base[lay.index("episode_switch_cost")] = episode_cost
     table = lay.task_table(base)  # a view
     col = {f.name: i for i, f in enumerate(lay.task_features)}
     names = set(col)
@@ -54,6 +61,7 @@ def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
         row[col["log_work"]] = math.log1p(d.get("work", 0.0)) / math.log1p(WORK_MAX)
         row[col["nodes_last"]] = d.get("nodes_last", 0) / n
         row[col["loss_gap"]] = d.get("gap", 0.0) / 4.0
+        row[col["switch_cost"]] = d.get("switch_cost", 0.0)
         if "fc_q50" in names:
             achievable = min(cap, n) ** alpha * 1.0 * left
             fc = min(d.get("remaining", 0.0) / achievable, 2.0) / 2.0
@@ -71,6 +79,7 @@ def make_observations(env, t: int, tasks: dict[int, dict[str, float]],
         o[lay.index("node_index")] = i / max(n - 1, 1)
         o[lay.index("idle_last")] = float(last_slot[i] < 0)
         o[lay.index("last_slot")] = (last_slot[i] + 1) / k if last_slot[i] >= 0 else 0.0
+        o[lay.index("held_slot")] = (held_slot[i] + 1) / k if held_slot[i] >= 0 else 0.0
         out[agent] = {"observation": o, "action_mask": mask.copy()}
     return out
 

@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import core_env
 from mara_agents.safe_io import save
-from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint
+from mara_agents.mat.checkpoint import input_columns, load_checkpoint, model_from_checkpoint
 from mara_agents.mat.mara_policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
@@ -133,8 +133,28 @@ def test_layout_mismatch_is_rejected(tiny_run):
     # other features (here: no forecast columns)
     blob = load_checkpoint(tiny_run / "last.pt")
     base = core_env.parallel_env(preset="CoRE-Small-v0").layout
-    with pytest.raises(ValueError, match="task: checkpoint"):
+    with pytest.raises(ValueError, match=r"task features .*missing \['fc_mean'"):
         model_from_checkpoint(blob, base)
+
+
+def test_a_checkpoint_of_fewer_features_reads_them_by_name(tiny_run):
+    """A checkpoint trained before the env gained features (here: one recorded without the
+    switching-cost columns) runs on the env's layout, reading its own columns, and decodes the
+    same actions as the full model on the same features."""
+    blob = load_checkpoint(tiny_run / "last.pt")
+    env, policy = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                              checkpoint=tiny_run / "last.pt")
+    assert policy.columns is None
+    old = dict(blob, layout=dict(blob["layout"]))
+    old["layout"]["task"] = [f for f in blob["layout"]["task"]
+                             if f not in ("switch_cost", "holders")]
+    cols = input_columns(old, policy.layout)
+    names = [f.name for f in policy.layout.task_features]
+    assert [names[i] for i in cols.tasks] == old["layout"]["task"]
+    assert cols.globals.tolist() == list(range(len(blob["layout"]["global"])))
+    old["layout"]["task"] = ["no_such_feature"]
+    with pytest.raises(ValueError, match="missing \\['no_such_feature'\\]"):
+        input_columns(old, policy.layout)
 
 
 def test_one_checkpoint_runs_on_every_size_within_sizes(tiny_run):
