@@ -41,6 +41,7 @@ try:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 except ImportError as e:  # pragma: no cover - the jobs-sb3 extra installs them
     raise ImportError(f"the sb3-classic job kind needs Stable-Baselines3 and torch: pip "
                       f"install -e '.[jobs-sb3]' ({e})") from e
@@ -55,7 +56,11 @@ def sb3_model(algo: str, env: Any, **hyper: Any) -> BaseAlgorithm:
     arguments (the job's and the ``sb3-rl`` bank's models are both built here)."""
     if algo not in SB3_CLASSES:
         fail("algo", algo, f"one of {ALGOS}")
-    return SB3_CLASSES[algo]("MlpPolicy", env, **hyper)
+    model = SB3_CLASSES[algo]("MlpPolicy", env, **hyper)
+    # a logger with no output: SB3's default makes a new SB3-<time> folder in the temporary
+    # directory at every learn() call, one per slot in live mode
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 class SB3ClassicJob:

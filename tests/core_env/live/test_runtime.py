@@ -124,6 +124,21 @@ def test_the_sb3_job_has_the_banks_loss_and_leaves_the_process_generators_alone(
             make_job(JobSpec("sb3-classic", bad))
 
 
+def test_the_sb3_job_leaves_no_log_folders_behind(tmp_path, monkeypatch):
+    """SB3's default logger makes a new ``SB3-<time>`` folder in the temporary directory at
+    every learn(), so one per slot; the job's models log nowhere."""
+    pytest.importorskip("torch")
+    needs("sb3-classic")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    job = make_job(JobSpec("sb3-classic", {"algo": "ppo", "n_steps": 16, "batch": 16,
+                                           "unit_steps": 32}, seed=0))
+    job.train(1, 1)
+    job.train(1, 2)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("SB3-")] == []
+
+
 def test_the_cnn_job_gives_the_same_losses_whatever_the_thread_count():
     torch = pytest.importorskip("torch")
     needs("cnn-digits")
