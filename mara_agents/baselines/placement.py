@@ -40,7 +40,7 @@ import numpy as np
 
 from core_env.utils.checks import check_number
 
-__all__ = ["assign_nodes", "check_stickiness", "sticky_counts"]
+__all__ = ["assign_nodes", "check_stickiness", "keep_nodes", "node_slots", "sticky_counts"]
 
 
 def check_stickiness(value: object) -> float:
@@ -137,3 +137,33 @@ def assign_nodes(counts: np.ndarray, last_slot: np.ndarray,
     wanted = np.repeat(np.arange(k), need)  # slot of each still-needed node, lowest first
     actions[free[: wanted.size]] = wanted + 1
     return actions
+
+
+def node_slots(obs: np.ndarray, layout: object) -> tuple[np.ndarray, np.ndarray]:
+    """int64[..., N] ``(last_slot, held_slot)`` decoded from float32[..., N, D] per-node
+    observations (each node's own row; -1 for none; ``held_slot`` all -1 in an environment
+    without that feature)."""
+    k = layout.n_slots
+    last = np.rint(obs[..., layout.index("last_slot")] * k).astype(np.int64) - 1
+    if "held_slot" not in {f.name for f in layout.node_features}:
+        return last, np.full_like(last, -1)
+    return last, np.rint(obs[..., layout.index("held_slot")] * k).astype(np.int64) - 1
+
+
+def keep_nodes(actions: np.ndarray, last_slot: np.ndarray, held_slot: np.ndarray,
+               mask: np.ndarray) -> np.ndarray:
+    """int64[N] node actions with the per-task counts of ``actions``, placed by
+    :func:`assign_nodes` (nodes stay on their last task, then go to the task whose state
+    they hold); ``actions`` itself where that placement would break a node's
+    ``mask`` (int[N, K+1]).
+
+    With a switching cost this is what a cluster scheduler does with a decision of how many
+    nodes each job gets: a move is made only where a job's count changes. On identical
+    nodes without a switching cost the dynamics are the same as ``actions``'.
+    """
+    actions = np.asarray(actions, dtype=np.int64)
+    counts = np.bincount(actions, minlength=mask.shape[-1])[1:]
+    placed = assign_nodes(counts, last_slot, held_slot)
+    if not np.asarray(mask)[np.arange(placed.size), placed].all():
+        return actions
+    return placed

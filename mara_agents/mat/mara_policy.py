@@ -28,11 +28,15 @@ from typing import Any, Union
 import numpy as np
 import torch
 
+from mara_agents.baselines.placement import keep_nodes, node_slots
 from mara_agents.mat.checkpoint import (input_columns, load_checkpoint, model_from_checkpoint,
                                        shipped)
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import select_inputs, split_observations
 from mara_agents.mat.numpy_infer import NumpyEnsemble, NumpyMAT
+
+PLACEMENTS = ("auto", "model", "keep")
+"""The values of :class:`MARAPolicy`'s ``placement``."""
 
 Checkpoints = Union[str, Path, Sequence[Union[str, Path]], None]
 """One checkpoint, several (an ensemble), or None (the shipped one)."""
@@ -109,6 +113,15 @@ class MARAPolicy:
         threads: torch CPU threads to use (``torch.set_num_threads``, process-wide; one
             thread is fastest for this small single-environment model); None leaves the
             setting alone.
+        placement: which node trains which task. ``"model"``: as decoded. ``"keep"``: the
+            decoded per-task node counts, placed as every baseline places them
+            (:func:`~mara_agents.baselines.placement.keep_nodes`: nodes stay on their last
+            task, then go to the task whose state they hold), so a switching cost is paid
+            only where a task's count changes. ``"auto"`` (default): ``"keep"`` for a
+            checkpoint trained with it (``train_config["placement"]``), else ``"keep"`` in
+            an episode that charges a switch (the global feature ``episode_switch_cost``
+            > 0) and ``"model"`` in one that does not, so free-switching episodes are
+            exactly the decoded ones.
 
     Raises:
         ValueError: the env has no cached forecast wrapper, a checkpoint was trained for
@@ -119,9 +132,12 @@ class MARAPolicy:
     needs_forecast = True
 
     def __init__(self, env: Any, checkpoint: Checkpoints = None,
-                 deterministic: bool = True, threads: int | None = 1) -> None:
+                 deterministic: bool = True, threads: int | None = 1,
+                 placement: str = "auto") -> None:
         from core_env.forecast import forecast_wrapper
 
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement: expected one of {PLACEMENTS}, got {placement!r}")
         if threads is not None:
             torch.set_num_threads(threads)
         wrapper = forecast_wrapper(env)
@@ -147,6 +163,13 @@ class MARAPolicy:
         self.agents = list(env.possible_agents)
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(0)
+        trained = {b["train_config"].get("placement", "model") for b in blobs}
+        self.placement = ("keep" if placement == "auto" and trained == {"keep"}
+                          else placement)
+        """``keep``, ``model``, or ``auto`` (keep where the episode charges a switch)."""
+        names = {f.name for f in self.layout.global_features}
+        self._cost_index = (self.layout.index("episode_switch_cost")
+                            if "episode_switch_cost" in names else None)
 
     def reset(self, seed: int | None = None) -> None:
         self.generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
@@ -168,4 +191,11 @@ class MARAPolicy:
                 else:
                     actions = ensemble_act(self.models, x, deterministic=False,
                                            generator=self.generator).numpy()
+        if self.placement == "keep" or (self.placement == "auto" and self._charged(obs)):
+            last, held = node_slots(obs[0], self.layout)
+            actions = keep_nodes(np.asarray(actions)[0], last, held, mask[0])[None]
         return {a: int(actions[0, i]) for i, a in enumerate(self.agents)}
+
+    def _charged(self, obs: np.ndarray) -> bool:
+        """Whether this episode charges a switch (its ``episode_switch_cost`` > 0)."""
+        return self._cost_index is not None and float(obs[0, 0, self._cost_index]) > 0

@@ -10,6 +10,7 @@ from typing import Any
 
 import core_env
 from mara_agents.forecast.registry import DEFAULT_FORECASTER, FORECASTERS
+from mara_agents.mat.mara_policy import PLACEMENTS
 from mara_agents.mat.model import MATConfig
 from core_env.utils.checks import check_ints
 
@@ -20,6 +21,9 @@ RECIPE_BACKENDS = ("local", "ray")
 
 RENAMED = {"entropy_coef": "ent_coef"}
 """Fields stored under an older name in earlier checkpoints' ``train_config``: old -> new."""
+
+ADDED = {"placement": "model"}
+"""Fields earlier checkpoints' ``train_config`` lacks -> the value they trained with."""
 
 RESUMABLE = frozenset({"env_steps", "out", "resume", "progress", "checkpoint_every", "init",
                        "members", "workers", "backend", "ray_address", "distill"})
@@ -76,6 +80,10 @@ class PPOConfig:
     setting is 10). Stored in the checkpoint; MARA forecasts with it at inference too."""
     fm_samples: int = 32
     """Samples per forecast of the FM sampler (the FM checkpoint's own setting is 32)."""
+    placement: str = "model"
+    """Which node trains which task in the training rollouts: ``model`` (as decoded) or
+    ``keep`` (the decoded node counts placed as the baselines place them, nodes staying on
+    their task; see :class:`~mara_agents.mat.mara_policy.MARAPolicy`)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
     env_steps: int = 1_300_000
@@ -161,6 +169,9 @@ class PPOConfig:
                           "fm_steps", "fm_samples"), 1)
         check_ints(self, ("seed", "threads", "imitation_iters", "critic_warmup", "workers"), 0)
         check_ints(self, ("members",), 1)
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement: expected one of {PLACEMENTS}, got "
+                             f"{self.placement!r}")
         if self.backend not in RECIPE_BACKENDS:
             raise ValueError(f"backend: expected one of {RECIPE_BACKENDS}, got "
                              f"{self.backend!r}")
@@ -200,5 +211,5 @@ class PPOConfig:
         config, leaving out those a run may change when it resumes (its length, where it
         writes, progress, checkpointing, and the recipe's settings)."""
         mine = self.to_dict()
-        saved = {RENAMED.get(k, k): v for k, v in saved.items()}
+        saved = {**ADDED, **{RENAMED.get(k, k): v for k, v in saved.items()}}
         return [k for k in mine if k not in RESUMABLE and saved.get(k) != mine[k]]

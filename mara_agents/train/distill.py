@@ -149,14 +149,16 @@ class Distiller:
         forecast = checkpoint_forecaster([*self.teacher_files, self.student_file])
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.forecaster = (make_forecaster(*forecast) if forecaster is None else forecaster)
-        self.rollout = Rollout(core_env.make_config(cfg.preset), cfg.num_envs, self.forecaster)
+        self.blob = load_checkpoint(self.student_file)
+        # the student keeps its training placement (train_config is saved with it)
+        self.rollout = Rollout(core_env.make_config(cfg.preset), cfg.num_envs, self.forecaster,
+                               self.blob["train_config"].get("placement", "model"))
         self.layout = self.rollout.layout
         self.teachers = [model_from_checkpoint(load_checkpoint(p), self.layout, str(p))
                          for p in self.teacher_files]
         for p, m in zip(self.teacher_files, self.teachers):
             if not m.config.autoregressive:
                 raise ValueError(f"teacher: {p} is a MAT-Dec (non-autoregressive) checkpoint")
-        self.blob = load_checkpoint(self.student_file)
         self.student = model_from_checkpoint(self.blob, self.layout, str(self.student_file))
         self.opt = torch.optim.Adam(self.student.parameters(), lr=cfg.lr, eps=1e-5)
         self.history: list[dict[str, Any]] = []

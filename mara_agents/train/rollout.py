@@ -18,7 +18,9 @@ import numpy as np
 import core_env
 from core_env.forecast.cache import ForecastCache
 from core_env.state import BatchState
+from mara_agents.baselines.placement import keep_nodes, node_slots
 from mara_agents.mat.checkpoint import wrapped_layout
+from mara_agents.mat.mara_policy import PLACEMENTS
 from mara_agents.mat.inputs import inputs_from_batched
 from mara_agents.mat.model import Inputs
 
@@ -30,6 +32,10 @@ class Rollout:
         config: the environments' configuration.
         num_envs: B.
         forecaster: the forecaster behind the columns.
+        placement: ``"model"`` executes the joint actions as given; ``"keep"`` executes
+            their per-task node counts placed as MARA places them at inference
+            (:func:`~mara_agents.baselines.placement.keep_nodes`): the placement is part of
+            the environment the policy learns in.
 
     Attributes:
         env: the batched simulator; ``plain_layout`` its observation layout, ``layout`` the
@@ -37,7 +43,11 @@ class Rollout:
         obs, mask: float32[B, N, D] and int8[B, N, K+1] of the current step.
     """
 
-    def __init__(self, config: core_env.CoreConfig, num_envs: int, forecaster: Any) -> None:
+    def __init__(self, config: core_env.CoreConfig, num_envs: int, forecaster: Any,
+                 placement: str = "model") -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement: expected one of {PLACEMENTS}, got {placement!r}")
+        self.placement = placement
         self.env = core_env.BatchedCoreEnv(config, num_envs)
         self.plain_layout = self.env.layout
         self.layout = wrapped_layout(self.plain_layout)
@@ -65,6 +75,10 @@ class Rollout:
         """Execute int[B, N] actions; returns ``(reward[B], done[B], episodes)`` where
         ``episodes`` is the batched simulator's ``info["episode"]`` of the environments that
         finished (they have restarted)."""
+        if self.placement == "keep":
+            last, held = node_slots(self.obs, self.plain_layout)
+            actions = np.stack([keep_nodes(a, la, h, m) for a, la, h, m
+                                in zip(np.asarray(actions), last, held, self.mask)])
         obs, mask, reward, done, info = self.env.step(actions)
         if done.any():
             self.cache.reset(done)

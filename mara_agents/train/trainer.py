@@ -62,7 +62,8 @@ class Trainer:
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.forecaster = (make_forecaster(cfg.forecaster, cfg.fm_steps, cfg.fm_samples)
                            if forecaster is None else forecaster)
-        self.rollout = Rollout(cfg.env_config(), cfg.num_envs, self.forecaster)
+        self.rollout = Rollout(cfg.env_config(), cfg.num_envs, self.forecaster,
+                               cfg.placement)
         self.layout = self.rollout.layout
         self.model = MAT(cfg.model, self.layout)
         init_weights(self.model, self.gen)
@@ -226,9 +227,11 @@ class Trainer:
             self.save(self.out / "imitation.pt")
             if cfg.progress:
                 last = self.imitation[-1]
+                rate = last["completion_rate"]  # None when no episode finished
                 tqdm.write(f"imitation: {len(self.imitation)} iterations in "
                            f"{self.imitation_seconds:.0f} s, agreement "
-                           f"{last['agreement']:.3f}, completion {last['completion_rate']:.3f}")
+                           f"{last['agreement']:.3f}, completion "
+                           f"{'n/a' if rate is None else format(rate, '.3f')}")
         recent: list[dict[str, float]] = []
         while self.update < total:
             t_up = time.perf_counter()

@@ -10,6 +10,7 @@ import pytest
 
 import core_env
 from mara_agents.baselines import BY_NAME, assign_nodes, sticky_counts
+from mara_agents.baselines.placement import keep_nodes, node_slots
 from mara_agents.policy import PEERS, make_policy, run_episode
 
 from .helpers import counts_of, make_observations, small_env
@@ -90,6 +91,33 @@ def test_assign_nodes_prefers_the_held_task_and_spares_held_state():
     # with the held slots: node 1 resumes slot 0, node 3 (no state) takes slot 3, and
     # node 2 keeps the paused task's state
     np.testing.assert_array_equal(assign_nodes(counts, last, held), [2, 1, 0, 4])
+
+
+def test_keep_nodes_places_the_counts_of_any_actions_as_the_baselines_do():
+    # nodes 0-1 trained slot 0, node 3 slot 1, node 2 idled holding slot 2; the decoded
+    # actions want 2 nodes on slot 0, 1 on slot 1, 1 on slot 2 but put them elsewhere
+    last, held = np.array([0, 0, -1, 1]), np.array([0, 0, 2, 1])
+    mask = np.ones((4, 4), dtype=np.int8)
+    decoded = np.array([3, 2, 1, 1])
+    placed = keep_nodes(decoded, last, held, mask)
+    np.testing.assert_array_equal(placed, [1, 1, 3, 2])
+    np.testing.assert_array_equal(np.bincount(placed, minlength=4),
+                                  np.bincount(decoded, minlength=4))
+    # a placement that a node's mask forbids falls back to the decoded actions
+    mask[3, 2] = 0
+    np.testing.assert_array_equal(keep_nodes(decoded, last, held, mask), decoded)
+
+
+def test_node_slots_decodes_what_the_env_observes():
+    env = small_env(switch_cost=0.2)
+    obs, _ = env.reset(seed=0)
+    act = {a: int(np.flatnonzero(o["action_mask"])[-1]) for a, o in obs.items()}
+    obs, *_ = env.step(act)
+    stacked = np.stack([obs[a]["observation"] for a in env.possible_agents])
+    last, held = node_slots(stacked, env.layout)
+    expected = np.array([act[a] for a in env.possible_agents]) - 1
+    np.testing.assert_array_equal(last, expected)
+    np.testing.assert_array_equal(held, expected)
 
 
 def _tasks(cost):

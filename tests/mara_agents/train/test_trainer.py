@@ -311,3 +311,97 @@ def test_a_checkpoint_of_the_old_vocabulary_resumes_as_the_same_config():
     assert cfg.differences(old) == []
     old["entropy_coef"] = 0.5
     assert cfg.differences(old) == ["ent_coef"]
+
+
+def test_a_checkpoint_from_before_placement_resumes_as_the_same_config():
+    """Checkpoints before placement existed trained with the model's own placement."""
+    old = PPOConfig().to_dict()
+    del old["placement"]
+    assert PPOConfig().differences(old) == []
+    assert PPOConfig(placement="keep").differences(old) == ["placement"]
+
+
+@pytest.mark.parametrize("bad", ["kept", "", None, 1])
+def test_bad_placement_is_refused_naming_it(bad, tiny_run):
+    with pytest.raises(ValueError, match="placement"):
+        PPOConfig(placement=bad)
+    with pytest.raises(ValueError, match="placement"):
+        make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                    checkpoint=tiny_run / "last.pt", placement=bad)
+
+
+def _mara_steps(env, policies, seed):
+    """Run ``policies[0]``'s episode; yield every step's observations and each policy's
+    actions on them."""
+    obs, _ = env.reset(seed=seed)
+    for p in policies:
+        p.reset(seed)
+    while env.agents:
+        acts = [p.act(obs) for p in policies]
+        yield obs, [np.array([a[n] for n in env.possible_agents]) for a in acts]
+        obs, *_ = env.step(acts[0])
+
+
+def test_keep_placement_moves_nodes_only_where_counts_change(tiny_run):
+    """``placement="keep"`` executes the decoded node counts, with every node that can stay
+    on its last task staying; ``auto`` is ``keep`` where a switch costs something and the
+    decoded actions where it does not."""
+    ckpt = tiny_run / "last.pt"
+    env, keep = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0",
+                                                          switch_cost=0.3),
+                            checkpoint=ckpt, placement="keep")
+    model = MARAPolicy(env, ckpt, placement="model")
+    auto = MARAPolicy(env, ckpt)
+    k1 = env.layout.n_slots + 1
+    moved = 0
+    for obs, (a_keep, a_model, a_auto) in _mara_steps(env, [keep, model, auto], seed=1):
+        np.testing.assert_array_equal(np.bincount(a_keep, minlength=k1),
+                                      np.bincount(a_model, minlength=k1))
+        np.testing.assert_array_equal(a_auto, a_keep)
+        last = np.array([int(np.rint(obs[n]["observation"][env.layout.index("last_slot")]
+                                     * (k1 - 1))) for n in env.possible_agents])
+        for slot in set(last[last > 0].tolist()):
+            wanted = int((a_keep == slot).sum())  # last_slot reads slot + 1 as action
+            stayed = int(((last == slot) & (a_keep == slot)).sum())
+            assert stayed == min(wanted, int((last == slot).sum()))
+        moved += int((a_model != a_keep).sum())
+    assert moved > 0  # the decoded placement differs, so the test can tell them apart
+    free_env, free_auto = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                                      checkpoint=ckpt)
+    free_model = MARAPolicy(free_env, ckpt, placement="model")
+    for _, (a_auto, a_model) in _mara_steps(free_env, [free_auto, free_model], seed=1):
+        np.testing.assert_array_equal(a_auto, a_model)
+
+
+def test_a_run_trained_with_keep_placement_keeps_it(tmp_path):
+    out = tmp_path / "keep"
+    assert main([*TINY, "--placement", "keep", "--out", str(out)]) == 0
+    assert load_checkpoint(out / "last.pt")["train_config"]["placement"] == "keep"
+    _, pol = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                         checkpoint=out / "last.pt")
+    assert pol.placement == "keep"
+
+
+def test_the_training_rollout_executes_the_kept_placement():
+    from core_env.forecast import WLSForecaster
+    from mara_agents.baselines.placement import keep_nodes, node_slots
+    from mara_agents.train.rollout import Rollout
+
+    ro = Rollout(core_env.make_config("CoRE-Small-v0", switch_cost=0.3), 3, WLSForecaster(),
+                 "keep")
+    ro.reset(0)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(12):
+        mask = ro.mask.copy()
+        act = np.array([[rng.choice(np.flatnonzero(m)) for m in env] for env in mask])
+        last, held = node_slots(ro.obs, ro.plain_layout)
+        want = np.stack([keep_nodes(a, la, h, m) for a, la, h, m in zip(act, last, held, mask)])
+        _, done, _ = ro.step(act)
+        new_last, _ = node_slots(ro.obs, ro.plain_layout)
+        seen = (new_last >= 0) & ~done[:, None]  # trained a task that is still visible
+        np.testing.assert_array_equal(new_last[seen], want[seen] - 1)
+        checked += int(seen.sum())
+    assert checked > 0
+    with pytest.raises(ValueError, match="placement"):
+        Rollout(core_env.make_config("CoRE-Small-v0"), 1, WLSForecaster(), "kept")
