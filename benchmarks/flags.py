@@ -93,15 +93,24 @@ positive = arg_type(_positive)
 
 
 def preset_id(choices: Sequence[str] | None = None) -> Callable[[str], str]:
-    """``type=``: one of ``choices`` (default: :data:`core_env.PRESETS`)."""
+    """``type=``: one of ``choices`` (default: :data:`core_env.PRESETS`); without
+    ``choices`` also a preset with overrides, ``ID:name=value[,name=value ...]``
+    (:func:`core_env.presets.split_preset`)."""
 
     def check(text: str) -> str:
         import core_env
 
         names = sorted(core_env.PRESETS if choices is None else choices)
-        if text not in names:
-            fail(VALUE, text, f"a preset id, one of {', '.join(names)}")
-        return text
+        if text in names:
+            return text
+        if choices is None and ":" in text:
+            try:
+                core_env.make_config(text)
+            except ValueError as e:
+                fail(VALUE, text, f"a preset id with valid overrides ({e})")
+            return text
+        fail(VALUE, text, f"a preset id, one of {', '.join(names)}"
+             + ("" if choices else ", optionally with overrides ID:name=value,..."))
 
     return arg_type(check)
 

@@ -247,7 +247,11 @@ def plot_curves(blobs: dict[tuple[str, str], dict], out: Path, window: int = 20)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_presets(parser, PRESETS, help="presets to train and evaluate on")
+    import core_env
+
+    # plain ids: the trained models are stored per preset (no overrides)
+    add_presets(parser, PRESETS, choices=tuple(core_env.PRESETS),
+                help="presets to train and evaluate on")
     parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS),
                         help="the algorithms")
     parser.add_argument("--env-steps", type=integer(1), default=ENV_STEPS,

@@ -4,7 +4,7 @@
 completion rate with its 95% interval, the paired difference to a reference policy (LARA by
 default) and, with clairvoyant-bound records, each policy's share of the bound.
 :func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
-``completion_<preset>.png`` for every preset and ``completion_vs_load.png`` when the presets
+``completion_<preset>.png`` for every preset (``:`` written as ``+``) and ``completion_vs_load.png`` when the presets
 differ only in their load. :func:`markdown_table` is the one table formatter of every suite::
 
     table = write_report(results, Path("results/mine"), {"suite": "mine", "reference": "lara"})
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import EPISODE_FIELDS, code_version, config_record, write_atomic, write_csv
+from benchmarks.store import (EPISODE_FIELDS, code_version, config_record, safe_name,
+                              write_atomic, write_csv)
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""
@@ -178,6 +179,6 @@ def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, A
 
     for preset in presets:
         plot_per_preset([r for r in rows if r["preset"] == preset],
-                        out / f"completion_{preset}.png")
+                        out / f"completion_{safe_name(preset)}.png")
     plot_vs_load(rows, out / "completion_vs_load.png")
     return table

@@ -39,8 +39,14 @@ _UNSAFE = re.compile(r"[:/\\]")
 def file_key(preset: str, policy: str, seed: int) -> str:
     """The name (without ``.json``) of a record's file: ``<preset>__<policy>__<seed>``, with
     the ``:`` of a ``module:Factory`` policy spec and the ``/`` or ``\\`` of a
-    ``name@folder`` spec written as ``+`` (portable file names)."""
-    return f"{preset}__{_UNSAFE.sub('+', policy)}__{seed}"
+    ``name@folder`` spec written as ``+`` (portable file names), and so the ``:`` of a
+    preset with overrides (``CoRE-v0:switch_cost=0.3``)."""
+    return f"{safe_name(preset)}__{safe_name(policy)}__{seed}"
+
+
+def safe_name(text: str) -> str:
+    """``text`` with ``:``, ``/`` and ``\\`` written as ``+`` (a portable file name part)."""
+    return _UNSAFE.sub("+", text)
 
 
 def config_record(preset: str) -> dict[str, Any]:

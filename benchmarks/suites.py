@@ -53,6 +53,7 @@ from benchmarks.flags import (
 from benchmarks.report import write_report
 from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
 from core_env.utils.checks import check_int, fail
+from core_env.presets import split_preset
 from mara_agents.policy import BASELINES, check_policy_spec
 
 
@@ -173,10 +174,15 @@ def check_suite_args(suite: str, policies: Sequence[str] | None = None,
             check_policy_spec(p)
     policies = resolve_policies(suite, policies, reference)
     presets = tuple(presets) if presets else spec.presets
-    unknown = [p for p in presets if p not in core_env.PRESETS]
+    unknown = [p for p in presets if split_preset(p)[0] not in core_env.PRESETS]
     if unknown:
         raise ValueError(f"presets: unknown {unknown}; expected some of "
                          f"{sorted(core_env.PRESETS)}")
+    for p in presets:
+        try:
+            core_env.make_config(p)
+        except ValueError as e:
+            raise ValueError(f"presets: {p!r}: {e}") from e
     n = check_int("seeds", spec.seeds if seeds is None else seeds, 1)
     check_int("seed_offset", seed_offset, 0)
     check_int("workers", workers, 1)

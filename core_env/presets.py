@@ -38,6 +38,8 @@ relative to P100 (:data:`GAVEL_SPEEDS`). docs/env.md gives the sources.
 
 from __future__ import annotations
 
+import ast
+
 from typing import Any
 
 from core_env.config import ClusterConfig, CoreConfig, WorkloadConfig
@@ -89,15 +91,62 @@ PRESETS: dict[str, CoreConfig] = {
 DEFAULT_PRESET = "CoRE-v0"
 
 
+def split_preset(spec: str) -> tuple[str, dict[str, Any]]:
+    """A preset spec's id and overrides: ``"ID"`` or ``"ID:name=value,name=value"``.
+
+    Each value is a Python literal (``0.3``, ``(0.3, 1.0, 1.4)``, ``None``) or else the text
+    itself (``mix=held-out``); commas inside brackets belong to the value. E.g.
+    ``"CoRE-v0:switch_cost=0.3"``, ``"CoRE-v0:load=1.5,speed_choices=(0.5,1,2)"``.
+    What a spec means is :func:`make_config`'s ``make_config(ID, **overrides)``.
+
+    Raises:
+        ValueError: an override that is not ``name=value``, or a name given twice.
+    """
+    if not isinstance(spec, str):
+        raise ValueError(f"preset: expected a preset id (a string), got {spec!r}")
+    name, colon, rest = spec.partition(":")
+    if not colon:
+        return spec, {}
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(rest + ","):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "," and depth == 0:
+            items.append(rest[start:i])
+            start = i + 1
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not eq or not key.isidentifier() or not text:
+            raise ValueError(f"preset: expected ID:name=value[,name=value ...], got {spec!r} "
+                             f"(the part {item!r})")
+        if key in overrides:
+            raise ValueError(f"preset: {key} is given twice in {spec!r}")
+        try:
+            overrides[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            overrides[key] = text
+    return name, overrides
+
+
 def make_config(preset: str = DEFAULT_PRESET, **overrides: Any) -> CoreConfig:
     """The configuration of a preset with flat keyword overrides applied.
 
+    ``preset`` may carry overrides of its own, ``"CoRE-v0:switch_cost=0.3"``
+    (:func:`split_preset`; every ``--presets`` flag of ``mara-bench`` takes this form).
+
     Raises:
-        ValueError: unknown preset id, unknown override name, or an invalid value.
+        ValueError: unknown preset id, unknown override name, an override given both in
+            the spec and as a keyword, or an invalid value.
     """
-    if preset not in PRESETS:
+    name, own = split_preset(preset)
+    if name not in PRESETS:
         raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {preset!r}")
-    return PRESETS[preset].replace(**overrides) if overrides else PRESETS[preset]
+    twice = sorted(set(own) & set(overrides))
+    if twice:
+        raise ValueError(f"preset: {twice} given both in {preset!r} and as keywords")
+    overrides = {**own, **overrides}
+    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
 
 
 def preset_of(config: CoreConfig) -> str | None:

@@ -51,3 +51,14 @@ mara_d32 = _mara("ablation/mara_d32.pt")
 mara_fast = _mara("ablation/mara_fast.pt")
 """``mara_d32``'s recipe on a cheaper FM sampler (5 ODE steps, 16 samples)."""
 
+
+
+def mara_decoded(env, **kwargs):
+    """The shipped MARA executing its decoded node order also where a switch costs
+    something (``placement="model"``): what ``make_policy("mara")`` did before 2026-12-07,
+    when ``placement="auto"`` became the default (issue 59)."""
+    return mara_recipe4(env, placement="model", **kwargs)
+
+
+mara_decoded.fingerprint = mara_recipe4.fingerprint
+mara_decoded.paths = mara_recipe4.paths

@@ -12,7 +12,9 @@ from benchmarks import report
 from benchmarks.fake_episodes import synthetic_episode
 from benchmarks.runner import EpisodeSpec
 from benchmarks.suites import BOUND_POLICY, bound_record, run_spec, run_suite
+import core_env
 from core_env.bound import clairvoyant_bound
+from mara_agents.policy import make_policy, run_episode
 
 
 def _bound(preset: str, seed: int, bound: int, n_tasks: int = 100) -> dict:
@@ -93,3 +95,22 @@ def test_run_suite_with_bound(tmp_path):
     assert "of bound" not in plain
     with pytest.raises(ValueError, match="policies"):
         run_suite("schedule", tmp_path, policies=[BOUND_POLICY], seeds=1)
+
+
+def test_a_suite_runs_a_preset_with_overrides(tmp_path):
+    """``--presets CoRE-Small-v0:switch_cost=0.5``: the episodes, the bound and the
+    manifest are the overridden configuration's, in portable file names."""
+    spec = "CoRE-Small-v0:switch_cost=0.5"
+    run_suite("schedule", tmp_path, policies=["edf"], presets=[spec], seeds=2, workers=1,
+              progress=False)
+    files = sorted(p.name for p in (tmp_path / "episodes").glob("*.json"))
+    assert files and all(f.startswith("CoRE-Small-v0+switch_cost=0.5__") for f in files)
+    assert (tmp_path / "completion_CoRE-Small-v0+switch_cost=0.5.png").is_file()
+    payload = json.loads((tmp_path / "results.json").read_text())
+    assert {e["preset"] for e in payload["episodes"]} == {spec}
+    recorded = payload["presets"][spec]["config"]["cluster"]["switch_cost"]
+    assert recorded == 0.5
+    direct = run_episode(*make_policy("edf", core_env.parallel_env(preset="CoRE-Small-v0",
+                                                                   switch_cost=0.5)), seed=1)
+    stored = next(e for e in payload["episodes"] if e["seed"] == 1)
+    assert stored["completed"] == direct["completed"] and stored["restores"] > 0

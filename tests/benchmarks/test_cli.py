@@ -77,6 +77,24 @@ def test_presets_parse_alike(suite):
         assert parse(suite, "--presets", *two).presets == two
 
 
+@pytest.mark.parametrize("suite", sorted((ONE_PRESET | MANY_PRESETS) - {"live", "marl"}))
+def test_a_preset_with_overrides_parses_where_episodes_are_simulated(suite):
+    spec = "CoRE-Small-v0:switch_cost=0.3,speed_choices=(0.5, 1, 2)"
+    assert parse(suite, "--presets", spec).presets == [spec]
+    for bad, says in (("CoRE-Small-v0:switch_cost=3", "switch_cost: expected a finite"),
+                      ("CoRE-Small-v0:nope=1", "unknown configuration override 'nope'"),
+                      ("CoRE-Small-v0:switch_cost", "expected ID:name=value")):
+        with pytest.raises(SystemExit):
+            parse(suite, "--presets", bad)
+
+
+@pytest.mark.parametrize("suite", ["live", "marl"])
+def test_suites_of_stored_presets_take_plain_ids_only(suite, capsys):
+    with pytest.raises(SystemExit):
+        parse(suite, "--presets", "CoRE-Small-v0:switch_cost=0.3")
+    assert "expected a preset id, one of" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("suite", sorted(WITH_WORKERS))
 def test_workers_parse_alike(suite):
     assert parse(suite, "--workers", "1").workers == 1

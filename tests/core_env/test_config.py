@@ -197,3 +197,35 @@ def test_wrong_config_object_with_overrides_raises_value_error():
 def test_wrong_config_object_raises_value_error():
     with pytest.raises(ValueError, match="config"):
         core_env.parallel_env(config={"n_nodes": 3})
+
+
+def test_a_preset_spec_carries_its_overrides():
+    from core_env.presets import split_preset
+
+    assert split_preset("CoRE-v0") == ("CoRE-v0", {})
+    assert split_preset("CoRE-v0:load=1.5, speed_choices=(0.5,1,2),mix=held-out") == (
+        "CoRE-v0", {"load": 1.5, "speed_choices": (0.5, 1, 2), "mix": "held-out"})
+    spec = "CoRE-v0:switch_cost=0.3,speed_choices=(0.3, 1.0, 1.4)"
+    assert make_config(spec) == make_config("CoRE-v0", switch_cost=0.3,
+                                            speed_choices=(0.3, 1.0, 1.4))
+    assert core_env.parallel_env(preset=spec).unwrapped.config == make_config(spec)
+    assert make_config("CoRE-Switch-v0:load=2").workload.load == 2.0
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("CoRE-v0:switch_cost", "expected ID:name=value"),
+    ("CoRE-v0:=1", "expected ID:name=value"),
+    ("CoRE-v0:load=1,load=2", "load is given twice"),
+    ("CoRE-v9:load=1", "preset: expected one of"),
+    ("CoRE-v0:nope=1", "unknown configuration override 'nope'"),
+    ("CoRE-v0:switch_cost=2", "switch_cost: expected a finite number"),
+    ("CoRE-v0:mix=nope", "mix"),
+])
+def test_a_bad_preset_spec_is_refused_naming_what_is_wrong(spec, says):
+    with pytest.raises(ValueError, match=says):
+        make_config(spec)
+
+
+def test_an_override_in_both_the_spec_and_a_keyword_is_refused():
+    with pytest.raises(ValueError, match=r"\['load'\] given both"):
+        make_config("CoRE-v0:load=1.5", load=2.0)
