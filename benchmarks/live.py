@@ -17,6 +17,7 @@ Episodes are written as they finish; rerunning resumes.
 
     mara-bench live --presets Live-Small-v0 --seeds 10     # lara, edf, successive_halving
     mara-bench live --presets Live-v0 --seeds 10           # lara, edf, mara
+    mara-bench live --pilots my/pilots.npz                 # tasks from your own jobs' pilots
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from benchmarks.flags import (
     add_presets,
     add_reference,
     add_seeds,
+    arg_type,
     positive,
 )
 from benchmarks.report import markdown_table
@@ -74,16 +76,18 @@ class _Timed:
 
 
 def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
-             slot_seconds: float | None = None) -> dict[str, Any]:
-    """One live episode (on the wall clock with ``slot_seconds``, else the work clock) and
-    its replayed simulation; returns the stored row."""
+             slot_seconds: float | None = None, pilots: str | None = None) -> dict[str, Any]:
+    """One live episode (on the wall clock with ``slot_seconds``, else the work clock; tasks
+    from the pilot file ``pilots``, else the shipped set) and its replayed simulation;
+    returns the stored row."""
     from core_env import CoreSchedulerEnv
     from core_env.live import LiveSchedulerEnv, replay
     from mara_agents.policy import make_policy, run_episode
 
     clock = {"clock": "work"} if slot_seconds is None else {"clock": "wall",
                                                             "slot_seconds": slot_seconds}
-    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime, time_limit=120.0, **clock)
+    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime, time_limit=120.0,
+                                **({} if pilots is None else {"pilots": pilots}), **clock)
     env, pol = make_policy(policy, live_env)
     timed = _Timed(pol)
     t0 = time.perf_counter()
@@ -96,6 +100,7 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
     sim = run_episode(sim_env, sim_pol, seed, options={"workload": wl})
     timing = live_env.episode_timing()
     return {"preset": preset, "policy": policy, "seed": seed, "slot_seconds": slot_seconds,
+            "pilots": pilots,
             "live": stats["completion_rate"], "sim": sim["completion_rate"],
             "gap": stats["completion_rate"] - sim["completion_rate"], "replay": REPLAY,
             "units_per_slot": float(statistics.median(record.units_per_slot()))
@@ -112,13 +117,16 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
 def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
         seeds: Sequence[int] = tuple(range(10)), out: Path = Path("results/live"),
         progress: bool = True, backend: str = "local", ray_address: str | None = None,
-        slot_seconds: float | None = None) -> list[dict[str, Any]]:
+        slot_seconds: float | None = None, pilots: str | None = None
+        ) -> list[dict[str, Any]]:
     """Run (or resume) the suite on the ``backend`` runtime (``"local"`` or ``"ray"``,
-    joining ``ray_address``), on the work clock or, with ``slot_seconds``, the wall clock;
-    returns one row per (policy, seed).
+    joining ``ray_address``), on the work clock or, with ``slot_seconds``, the wall clock,
+    with tasks from the pilot file ``pilots`` (None: the shipped set); returns one row per
+    (policy, seed).
 
     Raises:
-        ValueError: ``out`` holds episodes of the other clock or another ``slot_seconds``.
+        ValueError: ``out`` holds episodes of the other clock, another ``slot_seconds`` or
+            other pilots.
     """
     from core_env.live import live_config, make_runtime
 
@@ -138,6 +146,9 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                     raise ValueError(f"{path}: run with slot_seconds "
                                      f"{row.get('slot_seconds')}, this run asks for "
                                      f"{slot_seconds}; use another --out")
+                if row.get("pilots") != pilots:
+                    raise ValueError(f"{path}: run with the pilots {row.get('pilots')!r}, "
+                                     f"this run asks for {pilots!r}; use another --out")
                 if row.get("replay") != REPLAY:
                     raise ValueError(f"{path}: simulated with the replay's slot "
                                      f"{row.get('replay')!r}, this version uses {REPLAY!r}; "
@@ -149,7 +160,7 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                 continue
             if runtime is None:
                 runtime = make_runtime(backend, cfg.cluster.n_nodes, 120.0, ray_address)
-            row = run_pair(preset, policy, seed, runtime, records, slot_seconds)
+            row = run_pair(preset, policy, seed, runtime, records, slot_seconds, pilots)
             write_atomic(path, json.dumps(row, indent=1))
             rows[(policy, seed)] = row
             if progress:
@@ -241,6 +252,24 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     save_figure(fig, path)
 
 
+def _pilot_file(text: str) -> str:
+    """A pilot file that loads (its absolute path, as stored with every episode)."""
+    from core_env.banks import BankError
+    from core_env.live import load_pilots
+
+    if not text.endswith(".npz"):
+        raise ValueError(f"expected a pilot file ending in .npz, got {text!r}")
+    try:
+        load_pilots(text)
+    except BankError as e:
+        raise ValueError(str(e)) from e
+    return str(Path(text).resolve())
+
+
+pilot_file = arg_type(_pilot_file)
+"""``type=``: a pilot file of :meth:`core_env.live.Pilots.save`, loaded and checked."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_presets(parser, ["Live-Small-v0"], one=True, choices=tuple(DEFAULT_POLICIES),
                 help="live preset id (this suite runs exactly one)")
@@ -254,6 +283,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slot-seconds", type=positive, default=None,
                         help="the wall clock: each slot is this many seconds of training "
                              "(default: the work clock, one work unit per node and slot)")
+    parser.add_argument("--pilots", type=pilot_file, default=None, metavar="FILE",
+                        help="a pilot file of your own jobs (Pilots.save; default: the "
+                             "shipped pilot set)")
     add_out(parser, Path("results/live"), "results folder; rerun to resume")
 
 
@@ -263,7 +295,7 @@ def run_command(args: argparse.Namespace) -> int:
     rows = run(preset, args.policies or DEFAULT_POLICIES[preset],
                range(args.seed_offset, args.seed_offset + args.seeds), args.out,
                backend=args.backend, ray_address=args.ray_address,
-               slot_seconds=args.slot_seconds)
+               slot_seconds=args.slot_seconds, pilots=args.pilots)
     print(write(rows, args.out, args.reference))
     print(f"results in {args.out}/")
     return 0

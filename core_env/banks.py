@@ -160,8 +160,9 @@ def _read_npz(path: Path, expected: dict[str, str]) -> dict[str, np.ndarray]:
     have no manifest (then the arrays are only validated), but if it has one, the file must
     be listed and match."""
     if not path.is_file():
-        raise BankError(f"{path}: file missing (regenerate it with "
-                        f"`python -m tools.data.prepare`)")
+        hint = (" (regenerate it with `python -m tools.data.prepare`)"
+                if path.parent.resolve() == DATA_DIR else "")
+        raise BankError(f"{path}: file missing{hint}")
     files = _manifest(path.parent, required=path.parent.resolve() == DATA_DIR)
     if files or path.parent.resolve() == DATA_DIR:
         entry = files.get(path.name)

@@ -42,7 +42,10 @@ one process (a k-node job cannot be spread over idle CPUs; zero with a CPU per n
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,8 +94,10 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
     Args:
         config: a :class:`CoreConfig` (or ``preset`` and flat ``overrides`` as for
             :class:`CoreSchedulerEnv`; the default preset is ``Live-Small-v0``).
-        pilots: the pilot set the tasks come from (a :class:`Pilots` or the name of a
-            shipped one).
+        pilots: the pilot set the tasks come from: a :class:`Pilots`, a pilot file (a path
+            ending in ``.npz``, e.g. written by :meth:`Pilots.save`) or the name of a
+            shipped set. A set whose curves are shorter than the preset's largest required
+            work clips the tasks' required work to its length, with a warning.
         runtime: a runtime to use (an object with ``run_slot``, ``alive``, ``restart`` and
             ``close``, e.g. a :class:`LocalRuntime` or a
             :class:`~core_env.live.ray_runtime.RayRuntime` shared by several envs);
@@ -117,7 +122,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 "is_parallelizable": True}
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
-                 pilots: Pilots | str = PILOTS, runtime: Any = None,
+                 pilots: Pilots | str | Path = PILOTS, runtime: Any = None,
                  backend: str = "local", ray_address: str | None = None,
                  time_limit: float = 60.0, clock: str = "work",
                  slot_seconds: float | None = None, render_mode: str | None = None,
@@ -130,10 +135,16 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
             config = live_config(preset, **overrides)
             preset, overrides = None, {}
         super().__init__(config, preset=preset, render_mode=render_mode, **overrides)
-        self.pilots = load_pilots(pilots) if isinstance(pilots, str) else pilots
+        self.pilots = load_pilots(pilots) if isinstance(pilots, (str, Path)) else pilots
         if not isinstance(self.pilots, Pilots):
-            raise ValueError(f"pilots: expected a Pilots set or its name, got "
-                             f"{type(pilots).__name__}")
+            raise ValueError(f"pilots: expected a Pilots set, a pilot file or a shipped "
+                             f"set's name, got {type(pilots).__name__}")
+        most = self.config.workload.required_work[1]
+        if self.pilots.units < most:
+            warnings.warn(f"pilots: the curves cover {self.pilots.units} work units, and this "
+                          f"preset's tasks need up to {most:g}: their required work is "
+                          f"clipped to {self.pilots.units} (record longer pilots: "
+                          f"make_pilots(..., units={math.ceil(most)}))", stacklevel=2)
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.time_limit = float(time_limit)

@@ -15,6 +15,12 @@ the data manifest) is made by::
 
     python -m core_env.live.pilots              # about 5 minutes on one core
 
+Pilots of your own jobs: ``make_pilots([JobSpec("mypkg.jobs:MyJob", {...}), ...])`` runs
+them, ``pilots.save("my/pilots.npz")`` writes them with a manifest of how they were made
+(the ``about`` array), and ``load_pilots("my/pilots.npz")``,
+``LiveSchedulerEnv(pilots="my/pilots.npz")`` and ``mara-bench live --pilots my/pilots.npz``
+read them back (checked as the shipped file is).
+
 Arrays of the file (P pilot runs of W units, V variants):
 
 ==============  ==============  ===========================================================
@@ -27,6 +33,8 @@ array           dtype           meaning
 ``initial``     float64[P]      validation loss before training
 ``loss``        float64[P*W]    loss after units 1..W, runs one after another
 ``smooth``      float64[P*W]    non-increasing (isotonic) fit of ``loss``
+``about``       str[1]          optional: JSON manifest of how the set was made (source,
+                                job kinds, seeds, units, alpha fitted or assumed)
 ==============  ==============  ===========================================================
 """
 
@@ -36,15 +44,18 @@ import argparse
 import json
 import math
 import statistics
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from core_env.banks import DATA_DIR, BankError, _read_npz
 from core_env.live.jobs import JobSpec, make_job
+from core_env.utils.checks import check_int
 
 PILOTS = "live-pilots"
 """Name of the shipped pilot set (file ``<name>.npz`` in :data:`core_env.banks.DATA_DIR`)."""
@@ -78,6 +89,8 @@ class Pilots:
     initial: np.ndarray
     loss: np.ndarray  # float64[P, W]
     smooth: np.ndarray  # float64[P, W]
+    about: dict[str, Any] = field(default_factory=dict)
+    """How the set was made (the file's ``about`` manifest; empty if it has none)."""
 
     @property
     def units(self) -> int:
@@ -89,11 +102,51 @@ class Pilots:
         kind, variant = self.specs[int(self.variant_of[run])]
         return JobSpec(kind, dict(variant), int(self.seed[run]))
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The file's arrays (see the module docstring); ``about`` carries the SHA-256 of
+        the others (:func:`data_digest`), checked when the file is loaded."""
+        data = {"specs": np.asarray([json.dumps({"kind": k, "variant": v}, sort_keys=True)
+                                     for k, v in self.specs]),
+                "alpha": self.alpha, "variant_of": self.variant_of, "seed": self.seed,
+                "initial": self.initial, "loss": self.loss.ravel(),
+                "smooth": self.smooth.ravel()}
+        about = {**self.about, "sha256": data_digest(data)}
+        return {**data, "about": np.asarray([json.dumps(about, sort_keys=True)])}
+
+    def save(self, path: Union[str, Path]) -> Path:
+        """Write the set to ``path`` (an ``.npz`` file; its folder is created), with its
+        ``about`` manifest; :func:`load_pilots` reads it back. Returns the path.
+
+        Raises:
+            ValueError: ``path`` does not end in ``.npz``.
+        """
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"path: expected a file name ending in .npz, got {str(path)!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp.npz")
+        np.savez(tmp, **self.arrays())
+        tmp.replace(path)
+        return path
+
     def target(self, run: int, required: float) -> float:
         """The loss pilot run ``run`` reaches by ``required`` units (>= 1; see the module
         docstring): its smooth curve there, raised to the lowest observed loss up to it."""
         u = min(max(int(math.ceil(required)), 1), self.units)
         return max(float(self.loss[run, :u].min()), float(self.smooth[run, u - 1]))
+
+
+def data_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of a pilot set's data arrays (every array but ``about``: names, dtypes,
+    shapes and bytes, in name order)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(k for k in arrays if k != "about"):
+        a = np.ascontiguousarray(arrays[key])
+        h.update(f"{key}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def _isotonic_decreasing(y: np.ndarray) -> np.ndarray:
@@ -120,22 +173,104 @@ def fit_alpha(reference: list[float], scaled: dict[int, list[float]],
     return out
 
 
-def record_pilots(variants=DEFAULT_VARIANTS, seeds: int = 4, units: int = 192,
-                  nodes: tuple[int, ...] = (2, 4, 8), alpha_seeds: int = 1,
-                  progress: bool = False) -> dict[str, np.ndarray]:
+JobLike = Union[JobSpec, tuple[str, dict[str, Any]]]
+"""A job variant of a pilot set: a :class:`JobSpec` (its seed is not used: pilot seeds are
+0 .. seeds - 1) or a ``(kind, variant)`` pair."""
+
+
+def _variants(jobs: Iterable[JobLike]) -> list[tuple[str, dict[str, Any]]]:
+    """``jobs`` as ``(kind, variant)`` pairs (ValueError naming a bad entry)."""
+    out = []
+    for i, job in enumerate(jobs):
+        if isinstance(job, JobSpec):
+            out.append((job.kind, dict(job.variant)))
+        elif (isinstance(job, tuple) and len(job) == 2 and isinstance(job[0], str)
+              and isinstance(job[1], dict)):
+            JobSpec(job[0], dict(job[1]))  # checks the kind and variant
+            out.append((job[0], dict(job[1])))
+        else:
+            raise ValueError(f"jobs[{i}]: expected a JobSpec or a (kind, variant) pair, got "
+                             f"{job!r}")
+    if not out:
+        raise ValueError("jobs: expected at least one job variant")
+    return out
+
+
+def _name(kind: str, variant: dict[str, Any], seed: int) -> str:
+    return f"{kind} {json.dumps(variant, sort_keys=True)} seed {seed}"
+
+
+def _checked_loss(value: Any, kind: str, variant: dict[str, Any], seed: int, what: str
+                  ) -> float:
+    """``float(value)`` if a finite loss > 0, else ValueError naming the run and unit."""
+    try:
+        loss = float(value)
+    except (TypeError, ValueError):
+        loss = math.nan
+    if not (math.isfinite(loss) and loss > 0):
+        raise ValueError(f"pilot of {_name(kind, variant, seed)}: {what} gave loss {value!r}, "
+                         f"expected a finite loss > 0")
+    return loss
+
+
+def _round_trip(kind: str, variant: dict[str, Any], seed: int) -> None:
+    """Train a fresh job one unit, save it, load the state into another fresh job and check
+    that both give the same loss on their next unit (ValueError naming what failed)."""
+    name = _name(kind, variant, seed)
+    job = make_job(JobSpec(kind, dict(variant), seed))
+    _checked_loss(job.train(1, 1), kind, variant, seed, "unit 1")
+    blob = job.save()
+    if not isinstance(blob, (bytes, bytearray)):
+        raise ValueError(f"pilot of {name}: save() returned {type(blob).__name__}, expected "
+                         f"bytes")
+    copy = make_job(JobSpec(kind, dict(variant), seed))
+    try:
+        copy.load(bytes(blob))
+    except Exception as e:
+        raise ValueError(f"pilot of {name}: load() of its own save() raised "
+                         f"{type(e).__name__}: {e}") from e
+    a = _checked_loss(job.train(1, 1), kind, variant, seed, "unit 2")
+    b = _checked_loss(copy.train(1, 1), kind, variant, seed, "unit 2 after load()")
+    if a != b:
+        raise ValueError(f"pilot of {name}: a job loaded from save() does not continue as "
+                         f"the saved one (next loss {b!r} against {a!r}); save() must keep "
+                         f"everything train() depends on")
+
+
+def record_pilots(variants: Iterable[JobLike] = DEFAULT_VARIANTS, seeds: int = 4,
+                  units: int = 192, nodes: tuple[int, ...] = (2, 4, 8), alpha_seeds: int = 1,
+                  progress: bool = False, check_state: bool = False) -> dict[str, np.ndarray]:
     """Run the pilots (in this process, one thread) and return the file's arrays.
 
     Alpha of a variant is the median of :func:`fit_alpha` over its first ``alpha_seeds``
-    seeds, clipped to [0.05, 1].
+    seeds, clipped to [0.05, 1]; where no estimate exists (no k-node run reached the
+    reference curve's levels) it is 1 (linear scaling, the most optimistic value) and a
+    warning names the variant. ``check_state``: round-trip each variant's ``save``/``load``
+    once first (:func:`make_pilots` does).
+
+    Raises:
+        ValueError: a bad job list or count, a loss that is not finite and > 0 (naming the
+            variant, seed and unit), or a ``save``/``load`` that fails its round trip.
     """
+    pairs = _variants(variants)
+    check_int("seeds", seeds, 1)
+    check_int("units", units, 1)
+    check_int("alpha_seeds", alpha_seeds, 0)
+    for k in nodes:
+        check_int("nodes", k, 2)
     specs, alpha, variant_of, seed_of, initial, loss = [], [], [], [], [], []
-    for v, (kind, variant) in enumerate(variants):
+    assumed = []
+    for v, (kind, variant) in enumerate(pairs):
+        if check_state:
+            _round_trip(kind, variant, 0)
         specs.append(json.dumps({"kind": kind, "variant": variant}, sort_keys=True))
         estimates: list[float] = []
         for seed in range(seeds):
             job = make_job(JobSpec(kind, dict(variant), seed))
-            start = float(job.loss()) if callable(getattr(job, "loss", None)) else None
-            curve = [float(job.train(1, 1)) for _ in range(units)]
+            start = (_checked_loss(job.loss(), kind, variant, seed, "loss() before training")
+                     if callable(getattr(job, "loss", None)) else None)
+            curve = [_checked_loss(job.train(1, 1), kind, variant, seed, f"unit {u + 1}")
+                     for u in range(units)]
             initial.append(curve[0] if start is None else start)
             variant_of.append(v)
             seed_of.append(seed)
@@ -144,30 +279,60 @@ def record_pilots(variants=DEFAULT_VARIANTS, seeds: int = 4, units: int = 192,
                 scaled = {}
                 for k in nodes:
                     jk = make_job(JobSpec(kind, dict(variant), seed))
-                    scaled[k] = [float(jk.train(1, k)) for _ in range(units // 2)]
+                    scaled[k] = [_checked_loss(jk.train(1, k), kind, variant, seed,
+                                               f"unit {u + 1} on {k} nodes")
+                                 for u in range(units // 2)]
                 estimates += fit_alpha(curve, scaled)
             if progress:
-                print(f"variant {v} seed {seed}: loss {curve[0]:.3f} -> {min(curve):.3f}",
-                      flush=True)
+                print(f"pilots: variant {v + 1}/{len(pairs)} ({kind}) seed {seed + 1}/{seeds}: "
+                      f"loss {curve[0]:.3f} -> {min(curve):.3f}", flush=True)
+        if not estimates:
+            assumed.append(v)
+            warnings.warn(f"pilots: alpha of {kind} {json.dumps(variant, sort_keys=True)} "
+                          f"could not be fitted (no run on {list(nodes)} nodes reached its "
+                          f"reference curve's levels in {units // 2} units); assuming 1.0, "
+                          f"linear scaling (the most optimistic value)", stacklevel=2)
         a = statistics.median(estimates) if estimates else 1.0
         alpha.append(min(max(a, 0.05), 1.0))
     loss_arr = np.asarray(loss, dtype=np.float64)
     smooth = np.stack([np.exp(_isotonic_decreasing(np.log(c))) for c in loss_arr])
+    about = {"source": "core_env.live.pilots.record_pilots",
+             "job_kinds": sorted({k for k, _ in pairs}), "variants": len(pairs),
+             "seeds": seeds, "units": units, "nodes": list(nodes), "alpha_seeds": alpha_seeds,
+             "alpha_assumed": assumed, "loss": "the jobs' own loss() / train() values",
+             "work": "the jobs' own work units"}
     return {"specs": np.asarray(specs), "alpha": np.asarray(alpha),
             "variant_of": np.asarray(variant_of, dtype=np.int64),
             "seed": np.asarray(seed_of, dtype=np.int64),
             "initial": np.asarray(initial, dtype=np.float64),
-            "loss": loss_arr.ravel(), "smooth": smooth.ravel()}
+            "loss": loss_arr.ravel(), "smooth": smooth.ravel(),
+            "about": np.asarray([json.dumps(about, sort_keys=True)])}
 
 
-def make_pilots(variants, seeds: int = 4, units: int = 192,
-                nodes: tuple[int, ...] = (2, 4, 8), alpha_seeds: int = 1) -> Pilots:
-    """Run the pilots of your own job variants (``[(kind, variant), ...]``, kinds as for
-    :class:`~core_env.live.jobs.JobSpec`) and return the pilot set, for
-    ``LiveSchedulerEnv(pilots=...)`` (:func:`record_pilots` then :func:`validate_pilots`)."""
-    arrays = record_pilots(variants, seeds=seeds, units=units, nodes=nodes,
-                           alpha_seeds=alpha_seeds)
-    return validate_pilots(Path("<pilots of " + ", ".join(k for k, _ in variants) + ">"),
+def make_pilots(jobs: Iterable[JobLike], seeds: int = 4, units: int = 192,
+                nodes: tuple[int, ...] = (2, 4, 8), alpha_seeds: int = 1,
+                progress: bool = False) -> Pilots:
+    """Run the pilots of your own job variants and return the pilot set, for
+    ``LiveSchedulerEnv(pilots=...)`` or :meth:`Pilots.save`.
+
+    Args:
+        jobs: :class:`JobSpec` s or ``(kind, variant)`` pairs (kinds as for
+            :class:`~core_env.live.jobs.JobSpec`).
+        seeds: pilot runs per variant (seeds 0 .. seeds - 1).
+        units: work units of each reference curve (a preset's tasks need up to its
+            ``required_work`` maximum: 40 for the Small layouts, 192 for Live-v0's).
+        nodes: the node counts of the scaling runs that alpha is fitted from.
+        alpha_seeds: seeds per variant with scaling runs.
+        progress: print a line per pilot run.
+
+    Each variant's ``save``/``load`` is round-tripped once before its runs (a job restored
+    from its state must continue as the saved one), so a broken one fails here and not in
+    an episode; see :func:`record_pilots` for the errors and the alpha warning.
+    """
+    pairs = _variants(jobs)
+    arrays = record_pilots(pairs, seeds=seeds, units=units, nodes=nodes,
+                           alpha_seeds=alpha_seeds, progress=progress, check_state=True)
+    return validate_pilots(Path("<pilots of " + ", ".join(k for k, _ in pairs) + ">"),
                            arrays)
 
 
@@ -199,19 +364,39 @@ def validate_pilots(path: Path, a: dict[str, np.ndarray]) -> Pilots:
             specs.append((str(d["kind"]), dict(d["variant"])))
         except (ValueError, KeyError, TypeError) as e:
             raise bad(f"specs: {s!r} is not a JSON job spec ({e})") from e
+    about: dict[str, Any] = {}
+    if "about" in a:
+        try:
+            about = json.loads(str(np.asarray(a["about"]).reshape(-1)[0]))
+        except (ValueError, IndexError) as e:
+            raise bad(f"about: expected one JSON manifest ({e})") from e
+        if not isinstance(about, dict):
+            raise bad("about: expected a JSON object")
+        digest = about.pop("sha256", None)
+        if digest is not None and digest != data_digest(a):
+            raise bad("checksum does not match the file's about manifest (corrupted or "
+                      "modified file)")
     return Pilots(tuple(specs), a["alpha"].astype(np.float64),
                   a["variant_of"].astype(np.int64), a["seed"].astype(np.int64),
                   a["initial"].astype(np.float64), a["loss"].reshape(p, w).astype(np.float64),
-                  a["smooth"].reshape(p, w).astype(np.float64))
+                  a["smooth"].reshape(p, w).astype(np.float64), about)
 
 
-def load_pilots(name: str = PILOTS, data_dir: Path | str | None = None) -> Pilots:
-    """Load and check a pilot set (cached for the shipped folder); the shipped file must
-    match its checksum in the data manifest.
+def load_pilots(name: Union[str, Path] = PILOTS, data_dir: Path | str | None = None
+                ) -> Pilots:
+    """Load and check a pilot set: a file (a path ending in ``.npz``, e.g. one written by
+    :meth:`Pilots.save`) or the name of a set in ``data_dir`` (default: the shipped
+    folder, cached; the shipped file must match its checksum in the data manifest).
 
     Raises:
         BankError: naming the file, if it is missing, corrupted or malformed.
     """
+    if isinstance(name, Path) or str(name).endswith(".npz"):
+        if data_dir is not None:
+            raise ValueError(f"data_dir: give a pilot file ({str(name)!r}) or a name in "
+                             f"data_dir, not both")
+        path = Path(name)
+        return validate_pilots(path, _read_npz(path, _ARRAYS))
     if data_dir is None:
         return _load_shipped(name)
     path = Path(data_dir) / f"{name}.npz"
@@ -224,14 +409,16 @@ def _load_shipped(name: str) -> Pilots:
     return validate_pilots(path, _read_npz(path, _ARRAYS))
 
 
-def write_pilots(arrays: dict[str, np.ndarray], out_dir: Path, name: str = PILOTS) -> Path:
-    """Write ``<name>.npz`` into ``out_dir`` and record its checksum in the folder's
-    manifest (created if missing)."""
+def _write_shipped(arrays: dict[str, np.ndarray], out_dir: Path, name: str = PILOTS) -> Path:
+    """Write the shipped set ``<name>.npz`` of the built-in variants into ``out_dir`` (the
+    data folder) and record its checksum and provenance in the folder's manifest (created if
+    missing); the manifest describes it, so the file has no ``about`` array. A set of your
+    own jobs is written by :meth:`Pilots.save`."""
     import hashlib
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.npz"
-    np.savez(path, **arrays)
+    np.savez(path, **{k: v for k, v in arrays.items() if k != "about"})
     manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     files = manifest.setdefault("files", {})
@@ -255,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--units", type=int, default=192, help="units per reference curve")
     args = ap.parse_args(argv)
     arrays = record_pilots(seeds=args.seeds, units=args.units, progress=True)
-    path = write_pilots(arrays, args.out)
+    path = _write_shipped(arrays, args.out)
     print(f"wrote {path}; alpha per variant: "
           + ", ".join(f"{a:.2f}" for a in arrays["alpha"]))
     return 0

@@ -122,12 +122,15 @@ class RayRuntime(Runtime):
         ray = _ray()
         refs = [self._actors[i].warm.remote(self._warm_specs) for i in nodes]
         try:
-            ray.get(refs, timeout=STARTUP_SECONDS)
+            errors = ray.get(refs, timeout=STARTUP_SECONDS)
         except ray.exceptions.GetTimeoutError as e:
             raise RuntimeError(f"nodes {nodes}: their actors did not warm up within "
                                f"{STARTUP_SECONDS:g} s") from e
         except ray.exceptions.RayActorError:
-            pass  # a dead actor shows in its next slot
+            return  # a dead actor shows in its next slot
+        for node, error in zip(nodes, errors):
+            if error is not None:
+                raise RuntimeError(f"node {node}: {error}")
 
     def pid(self, node: int) -> int:
         """The process id of ``node``'s actor (on the machine of ``node_ids[node]``)."""

@@ -10,15 +10,23 @@ loss and new state. The driver keeps every state between slots, so a task that m
 other nodes is restored from it on the new worker, and a worker that dies loses at most the
 slot in flight. A worker also keeps the last few jobs it ran in memory (:data:`RESIDENT`):
 a task that stays on its node continues from that object, which is in exactly the state the
-driver holds, so only a move pays for restoring (``restore_seconds``).
+driver holds, so only a move pays for restoring (``restore_seconds``). A job is continued
+only if it was the last one to run on that worker: one that comes back after another job ran
+there is restored from its state, so process-wide state that its ``save``/``load`` keep (a
+global random generator, say) is its own, and the losses are those of training it alone in
+one process (:func:`run_serial`).
 
 Faults and failures:
 
 * a worker that dies (killed, crashed) is detected when its result is due; its task's slot is
   reported with ``error="worker died"`` and its previous state is kept; the node stays dead
   (:attr:`LocalRuntime.alive`) until :meth:`LocalRuntime.restart`;
-* a job whose code raises, or returns a non-finite loss, is reported with the error (its
-  state is not advanced); the caller marks it failed;
+* a job whose code raises, returns a non-finite loss, or whose ``save()`` returns anything
+  but bytes, is reported with the error (its state is not advanced); the caller marks it
+  failed;
+* a job that cannot be built on a worker (its module is not importable there, its
+  constructor raises) fails :meth:`Runtime.warm`, naming it: the live env warms every job
+  kind of its workload at ``reset``;
 * a slot that overruns ``time_limit`` seconds: its worker is killed and restarted, and the
   slot is reported with ``error="time limit ..."``.
 
@@ -133,13 +141,22 @@ node continues from the object itself instead of being restored from its state."
 
 
 def warm_jobs(specs: Sequence[JobSpec]) -> str | None:
-    """Build each job once (imports and data caches, off the clock): the error, or None."""
-    try:
-        for spec in specs:
+    """Build each job once (imports and data caches, off the clock): None, or what failed
+    (the job kind and variant, and the error)."""
+    for spec in specs:
+        try:
             make_job(spec)
-        return None
-    except Exception as e:
-        return traceback.format_exception_only(type(e), e)[-1].strip()
+        except Exception as e:
+            error = traceback.format_exception_only(type(e), e)[-1].strip()
+            return f"job {spec.kind!r} {spec.variant} cannot be built: {error}"
+    return None
+
+
+def check_state(blob: Any) -> bytes:
+    """A job's ``save()`` result as bytes; TypeError naming what it returned otherwise."""
+    if isinstance(blob, (bytes, bytearray)):
+        return bytes(blob)
+    raise TypeError(f"save() returned {type(blob).__name__}, expected bytes")
 
 
 def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None, units: int,
@@ -163,7 +180,7 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
                 time.perf_counter() - t1 < seconds:
             loss, done = float(job.train(units, nodes)), done + units
         t2, c2 = time.perf_counter(), time.process_time()
-        blob = job.save() if math.isfinite(loss) else None
+        blob = check_state(job.save()) if math.isfinite(loss) else None
         t3 = time.perf_counter()
         error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
         if error is None:
@@ -235,6 +252,7 @@ class Runtime:
         # mirroring the worker's least-recently-used order
         self._resident: list[OrderedDict[Any, tuple[JobSpec, bytes]]] = [
             OrderedDict() for _ in range(n_nodes)]
+        self._last_sent: list[Any] = [None] * n_nodes  # the task each worker ran last
 
     def _check_tasks(self, tasks: dict[Any, SlotTask]) -> dict[Any, int]:
         """Validate a slot's tasks; returns each task's leader node (its first node).
@@ -270,9 +288,12 @@ class Runtime:
     def _message(self, key: Any, task: SlotTask, node: int) -> tuple:
         """What the leader ``node`` is sent (:func:`run_job`'s arguments): the worker
         continues its own copy if it holds the job in exactly this state (a copy on another
-        node, or from an earlier slot, is another state), else restores the state sent."""
+        node, or from an earlier slot, is another state) and no other job has run on it
+        since, else restores the state sent."""
         held = self._resident[node].pop(key, None)
-        reuse = held is not None and held[1] is task.state and held[0] == task.spec
+        reuse = (held is not None and self._last_sent[node] == key
+                 and held[1] is task.state and held[0] == task.spec)
+        self._last_sent[node] = key
         return (key, task.spec, None if reuse else task.state, task.units, len(task.nodes),
                 reuse, task.seconds)
 
@@ -295,7 +316,12 @@ class Runtime:
     def warm(self, specs: Sequence[JobSpec]) -> None:
         """Build each job of ``specs`` once on every live worker, so that imports and data
         loading happen now and not inside a slot (a worker started later is warmed with the
-        same specs). A job that cannot be built here is left to fail in its slot."""
+        same specs).
+
+        Raises:
+            RuntimeError: a job cannot be built on a worker (names the node, the job kind
+                and variant, and the error: e.g. its module is not importable there).
+        """
         self._warm_specs = tuple(specs)
         self._warm_nodes([i for i in range(self.n_nodes) if self.alive[i]])
 
@@ -382,7 +408,9 @@ class LocalRuntime(Runtime):
             if not self._conns[i].poll(STARTUP_SECONDS):
                 raise RuntimeError(f"node {i}: its worker did not warm up within "
                                    f"{STARTUP_SECONDS:g} s")
-            self._conns[i].recv()
+            _, error = self._conns[i].recv()
+            if error is not None:
+                raise RuntimeError(f"node {i}: {error}")
 
     def pid(self, node: int) -> int:
         """The process id of ``node``'s worker."""

@@ -39,3 +39,29 @@ def test_a_folder_of_the_other_clock_is_refused(tmp_path):
         live.run("Live-Small-v0", ["edf"], [0], tmp_path, progress=False)
     with pytest.raises(SystemExit):
         main(["live", "--slot-seconds", "0", "--out", str(tmp_path)])
+
+
+def test_the_live_suite_runs_on_your_own_pilots(tmp_path, capsys):
+    from core_env.live import make_pilots
+
+    counter = "tests.core_env.live.jobs_for_tests:CounterJob"
+    path = make_pilots([(counter, {"rate": 0.5}), (counter, {"rate": 1.0})], seeds=2,
+                       units=40, nodes=(2,)).save(tmp_path / "mine.npz")
+    out = tmp_path / "out"
+    assert main(["live", "--presets", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
+                 "--pilots", str(path), "--out", str(out)]) == 0
+    (row,) = json.loads((out / "live.json").read_text())
+    assert row["pilots"] == str(path.resolve()) and row["arrived"] > 0
+    record = next((out / "records").glob("*.npz"))
+    from core_env.live import LiveRecord
+
+    assert {j.kind for j in LiveRecord.load(record).jobs} == {counter}
+    # the same folder with the shipped pilots is refused
+    with pytest.raises(ValueError, match="run with the pilots"):
+        live.run("Live-Small-v0", ["edf"], [0], out, progress=False)
+    capsys.readouterr()
+    for bad, says in ((tmp_path / "nope.npz", "file missing"),
+                      (tmp_path / "mine", "ending in .npz")):
+        with pytest.raises(SystemExit):
+            main(["live", "--pilots", str(bad), "--out", str(tmp_path / "x")])
+        assert says in capsys.readouterr().err

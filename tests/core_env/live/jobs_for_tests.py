@@ -67,3 +67,56 @@ class SpinJob(CounterJob):
         with open(self.log, "a") as f:
             f.write(f"{self.name} {start} {time.perf_counter()}\n")
         return super().train(units, nodes)
+
+
+class GlobalRandomJob:
+    """A job that draws from Python's process-wide ``random`` generator (as a job using
+    torch's default generator for dropout would); its ``save``/``load`` keep that generator's
+    state, so training it alone in one process is reproducible."""
+
+    def setup(self, seed: int) -> None:
+        import random
+
+        random.seed(seed)
+        self.total = 0.0
+
+    def train(self, units: int, nodes: int) -> float:
+        import random
+
+        for _ in range(units * nodes):
+            self.total += random.random()
+        return 1.0 / (1.0 + self.total)
+
+    def save(self) -> bytes:
+        import pickle
+        import random
+
+        return pickle.dumps((self.total, random.getstate()))
+
+    def load(self, blob: bytes) -> None:
+        import pickle
+        import random
+
+        self.total, state = pickle.loads(blob)
+        random.setstate(state)
+
+
+class DictStateJob(CounterJob):
+    """A job whose ``save`` returns a dict, not bytes."""
+
+    def save(self):
+        return {"work": self.work}
+
+
+class NoneStateJob(CounterJob):
+    """A job whose ``save`` returns None."""
+
+    def save(self):
+        return None
+
+
+class ForgetfulJob(CounterJob):
+    """A job whose ``load`` ignores the saved state."""
+
+    def load(self, blob: bytes) -> None:
+        self.work = 0.0

@@ -32,10 +32,13 @@ def test_the_user_job_of_the_docs_runs_on_the_runtime(tmp_path, monkeypatch):
         b = rt.run_slot({"a": SlotTask(spec, a.state, 2, (1,))})["a"]
     assert a.error is None and b.error is None
     assert [a.loss, b.loss] == run_serial(spec, [(2, 2), (2, 1)]) == [0.25, 0.125]
-    scope = {"__name__": "docs_own_pilots"}  # and in the live env, through its pilots
+    monkeypatch.chdir(tmp_path)  # and in the live env, through a pilot file, run by LARA
+    scope = {"__name__": "__main__"}
     exec(compile(block("make_pilots(["), str(DOC), "exec"), scope)
     assert scope["pilots"].alpha.tolist() == [1.0, 1.0]
-    assert all(j.kind == "mypkg.jobs:Countdown" for j in scope["env"].live.jobs)
+    assert (tmp_path / "my_pilots.npz").is_file()
+    assert all(j.kind == "mypkg.jobs:Countdown" for j in scope["live"].live.jobs)
+    assert scope["stats"]["arrived"] > 0 and scope["stats"]["failed"] == 0
     sys.modules.pop("mypkg.jobs", None)
     sys.modules.pop("mypkg", None)
 

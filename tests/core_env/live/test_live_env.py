@@ -320,7 +320,8 @@ def test_bad_records_and_options_are_refused(pilots, tmp_path):
         env.reset(seed=0, options={"live_workload": 3})
     with pytest.raises(ValueError, match="pilots"):
         LiveSchedulerEnv(preset="Live-Small-v0", pilots=3)
-    with pytest.raises(ValueError, match="one worker per node"):
+    with pytest.raises(ValueError, match="one worker per node"), \
+            pytest.warns(UserWarning, match="cover 48 work units"):
         LiveSchedulerEnv(preset="Live-v0", pilots=pilots, runtime=type("R", (), {
             "alive": [True] * 4})())
     with pytest.raises(ValueError, match="preset"):

@@ -93,3 +93,59 @@ def test_live_arrivals_follow_the_alibaba_trace_when_asked():
     assert not np.array_equal(got.workload.arrival, poisson.workload.arrival)
     validate_workload(got.workload, trace)
     assert len(got.jobs) == got.workload.n_tasks > 0
+
+
+# ------------------------------------------------------------------- pilots of your own jobs
+COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
+JOBS = "tests.core_env.live.jobs_for_tests"
+
+
+def test_pilots_of_your_own_jobs_save_and_load_with_an_honest_manifest(tmp_path):
+    from core_env.live import JobSpec, make_pilots
+
+    pilots = make_pilots([JobSpec(COUNTER, {"rate": 0.5}, seed=7), (COUNTER, {"rate": 1.0})],
+                         seeds=2, units=12, nodes=(2,))
+    assert pilots.specs == ((COUNTER, {"rate": 0.5}), (COUNTER, {"rate": 1.0}))
+    assert pilots.seed.tolist() == [0, 1, 0, 1]  # a JobSpec's own seed is not a pilot seed
+    assert pilots.about["job_kinds"] == [COUNTER] and pilots.about["units"] == 12
+    assert "MIT" not in json.dumps(pilots.about)
+    path = pilots.save(tmp_path / "mine" / "pilots.npz")
+    for source in (path, str(path)):
+        back = load_pilots(source)
+        assert back.specs == pilots.specs and back.about == pilots.about
+        np.testing.assert_array_equal(back.loss, pilots.loss)
+        np.testing.assert_array_equal(back.alpha, pilots.alpha)
+    with pytest.raises(ValueError, match="ending in .npz"):
+        pilots.save(tmp_path / "pilots")
+    with pytest.raises(BankError, match=r"nope\.npz: file missing$"):
+        load_pilots(tmp_path / "nope.npz")
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(BankError, match="pilots.npz"):
+        load_pilots(path)
+
+
+@pytest.mark.parametrize("jobs, kwargs, says", [
+    ([None], {}, "jobs\\[0\\]: expected a JobSpec or a \\(kind, variant\\) pair"),
+    ([], {}, "at least one job variant"),
+    ([(COUNTER, {})], {"seeds": 0}, "seeds: expected an integer >= 1"),
+    ([(COUNTER, {})], {"units": 0}, "units: expected an integer >= 1"),
+    ([(COUNTER, {})], {"nodes": (1,)}, "nodes: expected an integer >= 2"),
+    ([(f"{JOBS}:NaNJob", {})], {}, f"pilot of {JOBS}:NaNJob {{}} seed 0: unit 1 gave loss nan"),
+    ([(f"{JOBS}:DictStateJob", {})], {}, "save\\(\\) returned dict, expected bytes"),
+    ([(f"{JOBS}:ForgetfulJob", {})], {}, "does not continue as the saved one"),
+])
+def test_bad_pilots_are_refused_naming_the_job_run_and_unit(jobs, kwargs, says):
+    from core_env.live import make_pilots
+
+    with pytest.raises(ValueError, match=says):
+        make_pilots(jobs, **{"seeds": 1, "units": 4, "nodes": (2,), **kwargs})
+
+
+def test_an_alpha_that_cannot_be_fitted_is_assumed_with_a_warning():
+    from core_env.live import make_pilots
+
+    with pytest.warns(UserWarning, match=r"alpha of .*CounterJob .* could not be fitted"):
+        p = make_pilots([(COUNTER, {})], seeds=1, units=4, nodes=(2,), alpha_seeds=0)
+    assert p.alpha.tolist() == [1.0] and p.about["alpha_assumed"] == [0]

@@ -197,6 +197,10 @@ def test_bad_assignments_are_refused(runtime):
 @pytest.mark.parametrize("kind, message", [
     ("tests.core_env.live.jobs_for_tests:RaisingJob", "job raised RuntimeError: diverged"),
     ("tests.core_env.live.jobs_for_tests:NaNJob", "non-finite loss"),
+    ("tests.core_env.live.jobs_for_tests:DictStateJob",
+     "job raised TypeError: save() returned dict, expected bytes"),
+    ("tests.core_env.live.jobs_for_tests:NoneStateJob",
+     "job raised TypeError: save() returned NoneType, expected bytes"),
 ])
 def test_a_failing_job_is_reported_and_keeps_its_state(runtime, kind, message):
     before = b'{"work": 3.0, "seed": 0, "pid": 0}'
@@ -353,3 +357,31 @@ def test_a_job_that_stays_continues_in_memory_and_a_fresh_run_starts_fresh(make_
         assert other.loss == 1 / 5
         moved = rt.run_slot({"a": SlotTask(spec, other.state, 1, (1,))})["a"]
         assert json.loads(moved.state)["pid"] != pid and moved.loss == 1 / 6
+
+
+GLOBAL_RANDOM = "tests.core_env.live.jobs_for_tests:GlobalRandomJob"
+
+
+def test_jobs_alternating_on_one_worker_give_what_each_gives_alone(make_runtime):
+    """Two jobs that use a process-wide generator (kept by their save/load) take turns on
+    one worker: each is restored when it comes back after the other ran, so its losses are
+    those of training it alone in one process; one that stays continues in memory."""
+    a, b = JobSpec(GLOBAL_RANDOM, seed=1), JobSpec(GLOBAL_RANDOM, seed=2)
+    with make_runtime(1, time_limit=30.0) as rt:
+        state = {"a": None, "b": None}
+        losses = {"a": [], "b": []}
+        for key in ("a", "b", "a", "a", "b", "a", "b", "b"):
+            spec = a if key == "a" else b
+            res = rt.run_slot({key: SlotTask(spec, state[key], 1, (0,))})[key]
+            assert res.error is None, res.error
+            state[key] = res.state
+            losses[key].append(res.loss)
+    assert losses["a"] == run_serial(a, [(1, 1)] * 4)
+    assert losses["b"] == run_serial(b, [(1, 1)] * 4)
+
+
+def test_a_job_that_cannot_be_built_fails_the_warm_up_naming_it(make_runtime):
+    with make_runtime(1, time_limit=30.0) as rt:
+        with pytest.raises(RuntimeError, match=r"node 0: job 'no_such_module:Job' .* "
+                                               r"cannot be built: .*No module named 'no_such_module'"):
+            rt.warm([JobSpec(COUNTER), JobSpec("no_such_module:Job")])
