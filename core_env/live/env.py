@@ -109,9 +109,10 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         time_limit: seconds one job's slot may take (for the runtime the env starts).
         clock: ``"work"`` (default): a slot ends when every task has trained its one work
             unit per slot; deterministic losses for a seed on the local backend. ``"wall"``:
-            a slot is ``slot_seconds`` of training; each task trains whole work units while
-            its time lasts (at least one; a unit that has begun finishes), so a task's work
-            is what its worker managed: stragglers and a loaded machine progress less. The
+            a slot is ``slot_seconds`` on each task's worker; each task trains whole work
+            units while its time lasts (at least one; a unit that has begun finishes), so a
+            task's work is what its worker managed: stragglers, a loaded machine and a moved
+            job's restore (counted in the slot) cost progress. The
             work column then adds the model's per-slot gain (``k**alpha``) once per unit
             trained, and the record holds that work. Not deterministic.
         slot_seconds: the wall clock's slot length in seconds (``0 < slot_seconds <

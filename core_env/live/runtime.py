@@ -64,9 +64,10 @@ class SlotTask(NamedTuple):
         spec: what to build. state: its last end-of-slot state (``None``: a fresh run).
         units: work units per node this slot. nodes: the node indices it trains on.
         seconds: ``None`` (the work clock): train exactly ``units`` units. A number (the wall
-            clock): train ``units`` units at a time for as long as ``seconds`` of training
-            have not passed; a call that has begun finishes, so a slot trains at least
-            ``units`` units and may overrun by one call.
+            clock): train ``units`` units at a time until ``seconds`` have passed since the
+            worker began the task, restoring a moved job's state included (so a move costs
+            training time, as a restore does on a cluster); a call that has begun finishes,
+            so a slot trains at least ``units`` units and may overrun by one call.
     """
 
     spec: JobSpec
@@ -164,7 +165,7 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
     """One task's slot on a worker (every backend's workers run this): continue the job the
     worker holds under ``key`` if ``reuse``, else build it and restore ``state`` (None: a
     fresh run); train (``units`` units, or on the wall clock ``units`` at a time until
-    ``seconds`` of training have passed, see :class:`SlotTask`); save. Returns ``(loss,
+    ``seconds`` have passed since it began, restore included, see :class:`SlotTask`); save. Returns ``(loss,
     state, error, seconds, restore_seconds, save_seconds, train_cpu_seconds, units
     trained)``; a job's own exception is reported, not raised."""
     t0, c1 = time.perf_counter(), 0.0
@@ -177,7 +178,7 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
         t1, c1 = time.perf_counter(), time.process_time()
         loss, done = float(job.train(units, nodes)), units
         while seconds is not None and math.isfinite(loss) and \
-                time.perf_counter() - t1 < seconds:
+                time.perf_counter() - t0 < seconds:  # the restore is part of the slot
             loss, done = float(job.train(units, nodes)), done + units
         t2, c2 = time.perf_counter(), time.process_time()
         blob = check_state(job.save()) if math.isfinite(loss) else None

@@ -120,3 +120,15 @@ class ForgetfulJob(CounterJob):
 
     def load(self, blob: bytes) -> None:
         self.work = 0.0
+
+
+class SlowLoadJob(SleepJob):
+    """A sleeping counter whose ``load`` (a restore) takes ``load_seconds``."""
+
+    def __init__(self, seconds: float = 0.05, load_seconds: float = 0.3) -> None:
+        super().__init__(seconds)
+        self.load_seconds = load_seconds
+
+    def load(self, blob: bytes) -> None:
+        time.sleep(self.load_seconds)
+        super().load(blob)

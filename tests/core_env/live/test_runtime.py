@@ -267,6 +267,20 @@ def test_the_wall_clock_trains_whole_units_while_the_slot_lasts(make_runtime):
             rt.run_slot({"q": SlotTask(quick, None, 1, (0,), 0.0)})
 
 
+def test_on_the_wall_clock_a_move_costs_its_restore(make_runtime):
+    """A moved job's restore is part of its slot's seconds: it trains fewer units than the
+    same job staying on its node, which continues from memory."""
+    spec = JobSpec("tests.core_env.live.jobs_for_tests:SlowLoadJob",
+                   {"seconds": 0.05, "load_seconds": 0.3})
+    with make_runtime(2, time_limit=10.0) as rt:
+        first = rt.run_slot({"a": SlotTask(spec, None, 1, (0,), 0.6)})["a"]
+        stay = rt.run_slot({"a": SlotTask(spec, first.state, 1, (0,), 0.6)})["a"]
+        moved = rt.run_slot({"a": SlotTask(spec, stay.state, 1, (1,), 0.6)})["a"]
+    assert stay.restore_seconds < 0.1 <= 0.3 <= moved.restore_seconds
+    # 0.6 s of 0.05 s units, against 0.3 s left after loading (sleeps only overrun)
+    assert stay.units <= 13 and 1 <= moved.units <= 7 and stay.units >= moved.units + 3
+
+
 def test_the_local_runtime_runs_at_most_max_running_jobs_longest_first(tmp_path):
     log = tmp_path / "log"
 
