@@ -50,7 +50,9 @@ mara_d32 = _mara("ablation/mara_d32.pt")
 """The default of 2026-11-30 afternoon: a MAT half as wide."""
 mara_fast = _mara("ablation/mara_fast.pt")
 """``mara_d32``'s recipe on a cheaper FM sampler (5 ODE steps, 16 samples)."""
-
+mara_switchmix = _mara("switchmix/mara_switchmix.pt")
+"""One run of the recipe on ``CoRE-SwitchMix-v0`` with ``--placement keep`` (issue 59's MARA v2
+candidate): 1.7-3.3 points below the shipped MARA on every setting measured, not shipped."""
 
 
 def mara_decoded(env, **kwargs):
