@@ -92,10 +92,12 @@ positive = arg_type(_positive)
 """``type=``: a positive finite number (:func:`core_env.utils.checks.check_number`)."""
 
 
-def preset_id(choices: Sequence[str] | None = None) -> Callable[[str], str]:
-    """``type=``: one of ``choices`` (default: :data:`core_env.PRESETS`); without
-    ``choices`` also a preset with overrides, ``ID:name=value[,name=value ...]``
-    (:func:`core_env.presets.split_preset`)."""
+def preset_id(choices: Sequence[str] | None = None,
+              overrides: Callable[[str], Any] | None = None) -> Callable[[str], str]:
+    """``type=``: one of ``choices`` (default: :data:`core_env.PRESETS`), or one of them with
+    overrides, ``ID:name=value[,name=value ...]`` (:func:`core_env.presets.split_preset`),
+    checked by ``overrides(text)`` (default: :func:`core_env.make_config`, for the
+    default choices; with other ``choices`` and no ``overrides``, plain ids only)."""
 
     def check(text: str) -> str:
         import core_env
@@ -103,14 +105,15 @@ def preset_id(choices: Sequence[str] | None = None) -> Callable[[str], str]:
         names = sorted(core_env.PRESETS if choices is None else choices)
         if text in names:
             return text
-        if choices is None and ":" in text:
+        make = overrides or (core_env.make_config if choices is None else None)
+        if make is not None and ":" in text and text.partition(":")[0] in names:
             try:
-                core_env.make_config(text)
+                make(text)
             except ValueError as e:
                 fail(VALUE, text, f"a preset id with valid overrides ({e})")
             return text
         fail(VALUE, text, f"a preset id, one of {', '.join(names)}"
-             + ("" if choices else ", optionally with overrides ID:name=value,..."))
+             + (", optionally with overrides ID:name=value,..." if make else ""))
 
     return arg_type(check)
 
@@ -137,10 +140,13 @@ class _OnePreset(argparse.Action):
 
 
 def add_presets(parser: argparse.ArgumentParser, default: Sequence[str], *, one: bool = False,
-                choices: Sequence[str] | None = None, help: str | None = None) -> None:
-    """``--presets ID [ID ...]`` (a list); with ``one``, exactly one id."""
+                choices: Sequence[str] | None = None, help: str | None = None,
+                overrides: Callable[[str], Any] | None = None) -> None:
+    """``--presets ID [ID ...]`` (a list); with ``one``, exactly one id (see
+    :func:`preset_id` for ``choices`` and ``overrides``)."""
     text = help or ("preset id (this suite runs exactly one)" if one else "preset ids")
-    parser.add_argument("--presets", nargs="+", type=preset_id(choices), metavar="PRESET",
+    parser.add_argument("--presets", nargs="+", type=preset_id(choices, overrides),
+                        metavar="PRESET",
                         default=list(default), action=_OnePreset if one else "store",
                         help=text)
 

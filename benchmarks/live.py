@@ -39,11 +39,12 @@ from benchmarks.flags import (
     add_reference,
     add_seeds,
     arg_type,
+    integer,
     positive,
 )
 from benchmarks.report import markdown_table
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import write_atomic, write_csv
+from benchmarks.store import safe_name, write_atomic, write_csv
 
 DEFAULT_POLICIES = {"Live-v0": ("lara", "edf", "mara"),
                     "Live-Small-v0": ("lara", "edf", "successive_halving")}
@@ -94,7 +95,7 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
     stats = run_episode(env, timed, seed)
     wall = time.perf_counter() - t0
     record = live_env.record
-    record.save(records / f"{preset}_{policy.replace(':', '_')}_{seed}.npz")
+    record.save(records / f"{safe_name(preset)}_{policy.replace(':', '_')}_{seed}.npz")
     cfg, wl = replay(record, "reference", slot=REPLAY)
     sim_env, sim_pol = make_policy(policy, CoreSchedulerEnv(cfg))
     sim = run_episode(sim_env, sim_pol, seed, options={"workload": wl})
@@ -117,12 +118,13 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
 def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
         seeds: Sequence[int] = tuple(range(10)), out: Path = Path("results/live"),
         progress: bool = True, backend: str = "local", ray_address: str | None = None,
-        slot_seconds: float | None = None, pilots: str | None = None
-        ) -> list[dict[str, Any]]:
+        slot_seconds: float | None = None, pilots: str | None = None,
+        max_running: int | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the suite on the ``backend`` runtime (``"local"`` or ``"ray"``,
     joining ``ray_address``), on the work clock or, with ``slot_seconds``, the wall clock,
-    with tasks from the pilot file ``pilots`` (None: the shipped set); returns one row per
-    (policy, seed).
+    with tasks from the pilot file ``pilots`` (None: the shipped set), at most
+    ``max_running`` jobs training at once on the local backend (None: every node's);
+    returns one row per (policy, seed).
 
     Raises:
         ValueError: ``out`` holds episodes of the other clock, another ``slot_seconds`` or
@@ -139,7 +141,7 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
     runtime = None
     try:
         for i, (policy, seed) in enumerate(todo):
-            path = episodes / f"{preset}_{policy.replace(':', '_')}_{seed}.json"
+            path = episodes / f"{safe_name(preset)}_{policy.replace(':', '_')}_{seed}.json"
             if path.is_file():
                 row = json.loads(path.read_text())
                 if row.get("slot_seconds") != slot_seconds:
@@ -159,7 +161,8 @@ def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf")
                 rows[(policy, seed)] = row
                 continue
             if runtime is None:
-                runtime = make_runtime(backend, cfg.cluster.n_nodes, 120.0, ray_address)
+                runtime = make_runtime(backend, cfg.cluster.n_nodes, 120.0, ray_address,
+                                       max_running)
             row = run_pair(preset, policy, seed, runtime, records, slot_seconds, pilots)
             write_atomic(path, json.dumps(row, indent=1))
             rows[(policy, seed)] = row
@@ -271,8 +274,12 @@ pilot_file = arg_type(_pilot_file)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from core_env.live import live_config
+
     add_presets(parser, ["Live-Small-v0"], one=True, choices=tuple(DEFAULT_POLICIES),
-                help="live preset id (this suite runs exactly one)")
+                overrides=live_config,
+                help="live preset id, optionally with overrides (Live-v0:load=3; this suite "
+                     "runs exactly one)")
     add_policies(parser, None, help="built-in names or package.module:Factory specs "
                  "(default: lara edf mara on Live-v0, lara edf successive_halving on "
                  "Live-Small-v0, whose layout the shipped MARA cannot run)")
@@ -283,6 +290,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slot-seconds", type=positive, default=None,
                         help="the wall clock: each slot is this many seconds of training "
                              "(default: the work clock, one work unit per node and slot)")
+    parser.add_argument("--max-running", type=integer(1), default=None, metavar="N",
+                        help="with --backend local: at most N jobs train at once (a machine "
+                             "with fewer CPUs than nodes; default: every node's job)")
     parser.add_argument("--pilots", type=pilot_file, default=None, metavar="FILE",
                         help="a pilot file of your own jobs (Pilots.save; default: the "
                              "shipped pilot set)")
@@ -292,10 +302,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """``mara-bench live``: every value checked by argparse."""
     preset = args.presets[0]
-    rows = run(preset, args.policies or DEFAULT_POLICIES[preset],
+    rows = run(preset, args.policies or DEFAULT_POLICIES[preset.partition(":")[0]],
                range(args.seed_offset, args.seed_offset + args.seeds), args.out,
                backend=args.backend, ray_address=args.ray_address,
-               slot_seconds=args.slot_seconds, pilots=args.pilots)
+               slot_seconds=args.slot_seconds, pilots=args.pilots,
+               max_running=args.max_running)
     print(write(rows, args.out, args.reference))
     print(f"results in {args.out}/")
     return 0

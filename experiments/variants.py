@@ -64,3 +64,14 @@ def mara_decoded(env, **kwargs):
 
 mara_decoded.fingerprint = mara_recipe4.fingerprint
 mara_decoded.paths = mara_recipe4.paths
+
+
+def mara_keep(env, **kwargs):
+    """The shipped MARA with its node counts always placed to keep nodes on their tasks
+    (``placement="keep"``), also where the configuration charges no switching cost: live
+    mode, whose switches cost real time (issue 59)."""
+    return mara_recipe4(env, placement="keep", **kwargs)
+
+
+mara_keep.fingerprint = mara_recipe4.fingerprint
+mara_keep.paths = mara_recipe4.paths

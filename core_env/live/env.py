@@ -70,12 +70,21 @@ RUNTIME_BACKENDS = ("local", "ray")
 
 
 def make_runtime(backend: str, n_nodes: int, time_limit: float = 600.0,
-                 ray_address: str | None = None) -> Runtime:
+                 ray_address: str | None = None, max_running: int | None = None) -> Runtime:
     """A runtime of ``n_nodes`` workers: ``"local"`` processes or ``"ray"`` actors (joining
-    the cluster at ``ray_address``; ``None``: a local Ray)."""
+    the cluster at ``ray_address``; ``None``: a local Ray). ``max_running``: at most that
+    many jobs train at once on the local backend (:class:`LocalRuntime`; a machine with fewer
+    CPUs than nodes); Ray places each actor on a CPU of its own.
+
+    Raises:
+        ValueError: an unknown backend, or ``max_running`` with ``backend="ray"``.
+    """
     if backend == "local":
-        return LocalRuntime(n_nodes, time_limit)
+        return LocalRuntime(n_nodes, time_limit, max_running=max_running)
     if backend == "ray":
+        if max_running is not None:
+            raise ValueError("max_running: only the local backend shares CPUs between "
+                             "nodes; a Ray actor reserves a CPU of its own")
         from core_env.live.ray_runtime import RayRuntime  # needs the ray extra
         return RayRuntime(n_nodes, time_limit, address=ray_address)
     raise ValueError(f"backend: expected one of {RUNTIME_BACKENDS}, got {backend!r}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from core_env.config import CoreConfig
-from core_env.presets import PRESETS
+from core_env.presets import PRESETS, split_preset
 
 LIVE_PRESETS: dict[str, CoreConfig] = {
     "Live-Small-v0": PRESETS["CoRE-Small-v0"].replace(switch_cost=0.0),
@@ -27,11 +27,18 @@ LIVE_PRESETS: dict[str, CoreConfig] = {
 
 
 def live_config(preset: str = "Live-Small-v0", **overrides: Any) -> CoreConfig:
-    """The configuration of a live preset with flat overrides applied.
+    """The configuration of a live preset with flat overrides applied; like
+    :func:`core_env.make_config`, the id may carry its own, ``"Live-v0:load=3"``.
 
     Raises:
-        ValueError: unknown preset id, unknown override name, or an invalid value.
+        ValueError: unknown preset id, unknown override name, an override given twice, or an
+            invalid value.
     """
-    if preset not in LIVE_PRESETS:
+    name, own = split_preset(preset)
+    if name not in LIVE_PRESETS:
         raise ValueError(f"preset: expected one of {sorted(LIVE_PRESETS)}, got {preset!r}")
-    return LIVE_PRESETS[preset].replace(**overrides) if overrides else LIVE_PRESETS[preset]
+    twice = sorted(set(own) & set(overrides))
+    if twice:
+        raise ValueError(f"preset: {twice} given both in {preset!r} and as keywords")
+    overrides = {**own, **overrides}
+    return LIVE_PRESETS[name].replace(**overrides) if overrides else LIVE_PRESETS[name]

@@ -88,11 +88,19 @@ def test_a_preset_with_overrides_parses_where_episodes_are_simulated(suite):
             parse(suite, "--presets", bad)
 
 
-@pytest.mark.parametrize("suite", ["live", "marl"])
-def test_suites_of_stored_presets_take_plain_ids_only(suite, capsys):
+def test_marl_takes_plain_ids_only(capsys):
     with pytest.raises(SystemExit):
-        parse(suite, "--presets", "CoRE-Small-v0:switch_cost=0.3")
+        parse("marl", "--presets", "CoRE-Small-v0:switch_cost=0.3")
     assert "expected a preset id, one of" in capsys.readouterr().err
+
+
+def test_live_takes_its_own_presets_with_overrides(capsys):
+    assert parse("live", "--presets", "Live-v0:load=3").presets == ["Live-v0:load=3"]
+    for bad, says in (("CoRE-Small-v0:switch_cost=0.3", "expected a preset id, one of"),
+                      ("Live-v0:load=-1", "load")):
+        with pytest.raises(SystemExit):
+            parse("live", "--presets", bad)
+        assert says in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("suite", sorted(WITH_WORKERS))

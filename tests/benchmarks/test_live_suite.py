@@ -49,7 +49,7 @@ def test_the_live_suite_runs_on_your_own_pilots(tmp_path, capsys):
                        units=40, nodes=(2,)).save(tmp_path / "mine.npz")
     out = tmp_path / "out"
     assert main(["live", "--presets", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
-                 "--pilots", str(path), "--out", str(out)]) == 0
+                 "--pilots", str(path), "--max-running", "2", "--out", str(out)]) == 0
     (row,) = json.loads((out / "live.json").read_text())
     assert row["pilots"] == str(path.resolve()) and row["arrived"] > 0
     record = next((out / "records").glob("*.npz"))
@@ -65,3 +65,14 @@ def test_the_live_suite_runs_on_your_own_pilots(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(["live", "--pilots", str(bad), "--out", str(tmp_path / "x")])
         assert says in capsys.readouterr().err
+
+
+def test_max_running_is_checked():
+    from core_env.live import make_runtime
+
+    with pytest.raises(SystemExit):
+        main(["live", "--max-running", "0"])
+    with pytest.raises(ValueError, match="max_running: only the local backend"):
+        make_runtime("ray", 2, 10.0, None, 2)
+    with make_runtime("local", 3, 10.0, None, 2) as rt:
+        assert rt.max_running == 2

@@ -99,11 +99,13 @@ def test_the_recipe_variants_distil_their_count_of_default_runs_into_member_0(na
 
 def test_the_switching_variants_place_as_they_claim():
     """``mara_switchmix`` was trained on the cost mix with the kept placement and keeps it;
-    ``mara_decoded`` is the shipped weights executing their decoded node order."""
+    ``mara_decoded`` and ``mara_keep`` are the shipped weights always executing their decoded
+    node order, and always keeping nodes on their tasks."""
     cfg = load_checkpoint(variants.CHECKPOINTS / "switchmix" / "mara_switchmix.pt")["train_config"]
     assert (cfg["preset"], cfg["placement"]) == ("CoRE-SwitchMix-v0", "keep")
     base = core_env.parallel_env(preset="CoRE-Switch-v0")
     assert make_policy(SPEC.format("mara_switchmix"), base)[1].placement == "keep"
     _, decoded = make_policy(SPEC.format("mara_decoded"), base)
     assert decoded.placement == "model"
+    assert make_policy(SPEC.format("mara_keep"), base)[1].placement == "keep"
     assert make_policy("mara", base)[1].placement == "auto"

@@ -149,3 +149,12 @@ def test_an_alpha_that_cannot_be_fitted_is_assumed_with_a_warning():
     with pytest.warns(UserWarning, match=r"alpha of .*CounterJob .* could not be fitted"):
         p = make_pilots([(COUNTER, {})], seeds=1, units=4, nodes=(2,), alpha_seeds=0)
     assert p.alpha.tolist() == [1.0] and p.about["alpha_assumed"] == [0]
+
+
+def test_a_live_preset_takes_overrides_in_its_id():
+    assert live_config("Live-Small-v0:load=2").workload.load == 2.0
+    assert live_config("Live-Small-v0:load=2") == live_config("Live-Small-v0", load=2.0)
+    with pytest.raises(ValueError, match="given both"):
+        live_config("Live-Small-v0:load=2", load=3.0)
+    with pytest.raises(ValueError, match="preset: expected one of"):
+        live_config("CoRE-v0:load=2")
