@@ -68,8 +68,8 @@ mara_decoded.paths = mara_recipe4.paths
 
 def mara_keep(env, **kwargs):
     """The shipped MARA with its node counts always placed to keep nodes on their tasks
-    (``placement="keep"``), also where the configuration charges no switching cost: live
-    mode, whose switches cost real time (issue 59)."""
+    (``placement="keep"``), also where nothing charges a switch (issue 59; on the live wall
+    clock the default ``auto`` does the same)."""
     return mara_recipe4(env, placement="keep", **kwargs)
 
 

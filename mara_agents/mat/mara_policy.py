@@ -120,8 +120,9 @@ class MARAPolicy:
             only where a task's count changes. ``"auto"`` (default): ``"keep"`` for a
             checkpoint trained with it (``train_config["placement"]``), else ``"keep"`` in
             an episode that charges a switch (the global feature ``episode_switch_cost``
-            > 0) and ``"model"`` in one that does not, so free-switching episodes are
-            exactly the decoded ones.
+            > 0, or a live env on the wall clock, where a move costs real time) and
+            ``"model"`` in one that does not, so free-switching episodes are exactly the
+            decoded ones.
 
     Raises:
         ValueError: the env has no cached forecast wrapper, a checkpoint was trained for
@@ -167,6 +168,8 @@ class MARAPolicy:
         self.placement = ("keep" if placement == "auto" and trained == {"keep"}
                           else placement)
         """``keep``, ``model``, or ``auto`` (keep where the episode charges a switch)."""
+        # a live env on the wall clock charges every move in real time
+        self._wall_clock = getattr(env.unwrapped, "clock", None) == "wall"
         names = {f.name for f in self.layout.global_features}
         self._cost_index = (self.layout.index("episode_switch_cost")
                             if "episode_switch_cost" in names else None)
@@ -197,5 +200,7 @@ class MARAPolicy:
         return {a: int(actions[0, i]) for i, a in enumerate(self.agents)}
 
     def _charged(self, obs: np.ndarray) -> bool:
-        """Whether this episode charges a switch (its ``episode_switch_cost`` > 0)."""
-        return self._cost_index is not None and float(obs[0, 0, self._cost_index]) > 0
+        """Whether this episode charges a switch (its ``episode_switch_cost`` > 0, or the
+        live wall clock)."""
+        return self._wall_clock or (self._cost_index is not None
+                                    and float(obs[0, 0, self._cost_index]) > 0)

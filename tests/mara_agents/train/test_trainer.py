@@ -405,3 +405,26 @@ def test_the_training_rollout_executes_the_kept_placement():
     assert checked > 0
     with pytest.raises(ValueError, match="placement"):
         Rollout(core_env.make_config("CoRE-Small-v0"), 1, WLSForecaster(), "kept")
+
+
+def test_auto_placement_keeps_nodes_on_the_live_wall_clock(tiny_run):
+    """A live env on the wall clock charges every move in real time (its configuration
+    charges none in work), so ``auto`` keeps nodes there and decodes on the work clock."""
+    from core_env.live import LiveSchedulerEnv
+
+    ckpt = tiny_run / "last.pt"
+    wall_env, wall = make_policy("mara", LiveSchedulerEnv(preset="Live-Small-v0", clock="wall",
+                                                          slot_seconds=0.05), checkpoint=ckpt)
+    _, work = make_policy("mara", LiveSchedulerEnv(preset="Live-Small-v0"), checkpoint=ckpt)
+    env, keep = make_policy("mara", core_env.parallel_env(preset="CoRE-Small-v0"),
+                            checkpoint=ckpt, placement="keep")
+    model = MARAPolicy(env, ckpt, placement="model")
+    differ = 0
+    for obs, (a_keep, a_model) in _mara_steps(env, [keep, model], seed=1):
+        a_wall = np.array([wall.act(obs)[n] for n in env.possible_agents])
+        a_work = np.array([work.act(obs)[n] for n in env.possible_agents])
+        np.testing.assert_array_equal(a_wall, a_keep)
+        np.testing.assert_array_equal(a_work, a_model)
+        differ += int((a_keep != a_model).any())
+    assert differ > 0
+    wall_env.close()
