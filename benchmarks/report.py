@@ -4,8 +4,9 @@
 completion rate with its 95% interval, the paired difference to a reference policy (LARA by
 default) and, with clairvoyant-bound records, each policy's share of the bound.
 :func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
-``completion_<preset>.png`` for every preset (``:`` written as ``+``) and ``completion_vs_load.png`` when the presets
-differ only in their load. :func:`markdown_table` is the one table formatter of every suite::
+``completion_<preset>.png`` for every preset (``:`` written as ``+``) and
+``completion_vs_load.png`` when the presets differ only in their load.
+:func:`markdown_table` is the one table formatter of every suite::
 
     table = write_report(results, Path("results/mine"), {"suite": "mine", "reference": "lara"})
 """

@@ -139,14 +139,27 @@ def make_config(preset: str = DEFAULT_PRESET, **overrides: Any) -> CoreConfig:
         ValueError: unknown preset id, unknown override name, an override given both in
             the spec and as a keyword, or an invalid value.
     """
+    return preset_config(PRESETS, preset, overrides)
+
+
+def preset_config(presets: dict[str, CoreConfig], preset: str, overrides: dict[str, Any]
+                  ) -> CoreConfig:
+    """``presets[id]`` with the spec's own overrides (:func:`split_preset`) and then
+    ``overrides`` applied (what :func:`make_config` and the live presets' ``live_config``
+    share).
+
+    Raises:
+        ValueError: an id not in ``presets``, an override given both in the spec and in
+            ``overrides``, or what :meth:`CoreConfig.replace` refuses.
+    """
     name, own = split_preset(preset)
-    if name not in PRESETS:
-        raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {preset!r}")
+    if name not in presets:
+        raise ValueError(f"preset: expected one of {sorted(presets)}, got {preset!r}")
     twice = sorted(set(own) & set(overrides))
     if twice:
         raise ValueError(f"preset: {twice} given both in {preset!r} and as keywords")
-    overrides = {**own, **overrides}
-    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
+    merged = {**own, **overrides}
+    return presets[name].replace(**merged) if merged else presets[name]
 
 
 def preset_of(config: CoreConfig) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from core_env.config import CoreConfig
-from core_env.presets import PRESETS, split_preset
+from core_env.presets import PRESETS, preset_config
 
 LIVE_PRESETS: dict[str, CoreConfig] = {
     "Live-Small-v0": PRESETS["CoRE-Small-v0"].replace(switch_cost=0.0),
@@ -34,11 +34,4 @@ def live_config(preset: str = "Live-Small-v0", **overrides: Any) -> CoreConfig:
         ValueError: unknown preset id, unknown override name, an override given twice, or an
             invalid value.
     """
-    name, own = split_preset(preset)
-    if name not in LIVE_PRESETS:
-        raise ValueError(f"preset: expected one of {sorted(LIVE_PRESETS)}, got {preset!r}")
-    twice = sorted(set(own) & set(overrides))
-    if twice:
-        raise ValueError(f"preset: {twice} given both in {preset!r} and as keywords")
-    overrides = {**own, **overrides}
-    return LIVE_PRESETS[name].replace(**overrides) if overrides else LIVE_PRESETS[name]
+    return preset_config(LIVE_PRESETS, preset, overrides)

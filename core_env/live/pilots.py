@@ -55,6 +55,7 @@ import numpy as np
 
 from core_env.banks import DATA_DIR, BankError, _read_npz
 from core_env.live.jobs import JobSpec, make_job
+from core_env.live.runtime import check_state
 from core_env.utils.checks import check_int
 
 PILOTS = "live-pilots"
@@ -219,13 +220,13 @@ def _round_trip(kind: str, variant: dict[str, Any], seed: int) -> None:
     name = _name(kind, variant, seed)
     job = make_job(JobSpec(kind, dict(variant), seed))
     _checked_loss(job.train(1, 1), kind, variant, seed, "unit 1")
-    blob = job.save()
-    if not isinstance(blob, (bytes, bytearray)):
-        raise ValueError(f"pilot of {name}: save() returned {type(blob).__name__}, expected "
-                         f"bytes")
+    try:
+        blob = check_state(job.save())
+    except TypeError as e:
+        raise ValueError(f"pilot of {name}: {e}") from e
     copy = make_job(JobSpec(kind, dict(variant), seed))
     try:
-        copy.load(bytes(blob))
+        copy.load(blob)
     except Exception as e:
         raise ValueError(f"pilot of {name}: load() of its own save() raised "
                          f"{type(e).__name__}: {e}") from e
@@ -239,13 +240,13 @@ def _round_trip(kind: str, variant: dict[str, Any], seed: int) -> None:
 
 def record_pilots(variants: Iterable[JobLike] = DEFAULT_VARIANTS, seeds: int = 4,
                   units: int = 192, nodes: tuple[int, ...] = (2, 4, 8), alpha_seeds: int = 1,
-                  progress: bool = False, check_state: bool = False) -> dict[str, np.ndarray]:
+                  progress: bool = False, round_trip: bool = False) -> dict[str, np.ndarray]:
     """Run the pilots (in this process, one thread) and return the file's arrays.
 
     Alpha of a variant is the median of :func:`fit_alpha` over its first ``alpha_seeds``
     seeds, clipped to [0.05, 1]; where no estimate exists (no k-node run reached the
     reference curve's levels) it is 1 (linear scaling, the most optimistic value) and a
-    warning names the variant. ``check_state``: round-trip each variant's ``save``/``load``
+    warning names the variant. ``round_trip``: round-trip each variant's ``save``/``load``
     once first (:func:`make_pilots` does).
 
     Raises:
@@ -261,7 +262,7 @@ def record_pilots(variants: Iterable[JobLike] = DEFAULT_VARIANTS, seeds: int = 4
     specs, alpha, variant_of, seed_of, initial, loss = [], [], [], [], [], []
     assumed = []
     for v, (kind, variant) in enumerate(pairs):
-        if check_state:
+        if round_trip:
             _round_trip(kind, variant, 0)
         specs.append(json.dumps({"kind": kind, "variant": variant}, sort_keys=True))
         estimates: list[float] = []
@@ -331,7 +332,7 @@ def make_pilots(jobs: Iterable[JobLike], seeds: int = 4, units: int = 192,
     """
     pairs = _variants(jobs)
     arrays = record_pilots(pairs, seeds=seeds, units=units, nodes=nodes,
-                           alpha_seeds=alpha_seeds, progress=progress, check_state=True)
+                           alpha_seeds=alpha_seeds, progress=progress, round_trip=True)
     return validate_pilots(Path("<pilots of " + ", ".join(k for k, _ in pairs) + ">"),
                            arrays)
 

@@ -165,9 +165,9 @@ def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None,
     """One task's slot on a worker (every backend's workers run this): continue the job the
     worker holds under ``key`` if ``reuse``, else build it and restore ``state`` (None: a
     fresh run); train (``units`` units, or on the wall clock ``units`` at a time until
-    ``seconds`` have passed since it began, restore included, see :class:`SlotTask`); save. Returns ``(loss,
-    state, error, seconds, restore_seconds, save_seconds, train_cpu_seconds, units
-    trained)``; a job's own exception is reported, not raised."""
+    ``seconds`` have passed since it began, restore included, see :class:`SlotTask`); save.
+    Returns ``(loss, state, error, seconds, restore_seconds, save_seconds,
+    train_cpu_seconds, units trained)``; a job's own exception is reported, not raised."""
     t0, c1 = time.perf_counter(), 0.0
     try:
         job = resident.pop(key, None)

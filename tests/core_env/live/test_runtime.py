@@ -396,6 +396,6 @@ def test_jobs_alternating_on_one_worker_give_what_each_gives_alone(make_runtime)
 
 def test_a_job_that_cannot_be_built_fails_the_warm_up_naming_it(make_runtime):
     with make_runtime(1, time_limit=30.0) as rt:
-        with pytest.raises(RuntimeError, match=r"node 0: job 'no_such_module:Job' .* "
-                                               r"cannot be built: .*No module named 'no_such_module'"):
+        with pytest.raises(RuntimeError, match=r"node 0: job 'no_such_module:Job' .* cannot "
+                                               r"be built: .*No module named 'no_such_module'"):
             rt.warm([JobSpec(COUNTER), JobSpec("no_such_module:Job")])

@@ -88,3 +88,16 @@ def counts_of(actions: dict[str, int], k: int) -> np.ndarray:
     """int64[K] nodes per slot in an action dict."""
     a = np.array(list(actions.values()))
     return np.bincount(a, minlength=k + 1)[1:]
+
+
+def episode_actions(env, pol, seed):
+    """One episode of ``pol``: its joint actions (a tuple per step, in agent order) and the
+    final ``info["episode"]``."""
+    obs, _ = env.reset(seed=seed)
+    pol.reset(seed)
+    actions = []
+    while env.agents:
+        a = pol.act(obs)
+        actions.append(tuple(a[x] for x in env.possible_agents))
+        obs, _, _, _, infos = env.step(a)
+    return actions, infos[env.possible_agents[0]]["episode"]

@@ -11,7 +11,7 @@ from core_env.forecast import LossForecastWrapper, OracleForecaster, WLSForecast
 from mara_agents.policy import BASELINES as POLICY_NAMES
 from mara_agents.policy import Policy, make_policy, run_episode
 
-from .helpers import SMALL, make_observations
+from .helpers import SMALL, episode_actions, make_observations
 
 
 def test_every_baseline_implements_the_protocol():
@@ -67,17 +67,6 @@ def test_run_episode_plain_and_wrapped():
         run_episode(env, object(), seed=0)
 
 
-def _episode_actions(env, pol, seed):
-    obs, _ = env.reset(seed=seed)
-    pol.reset(seed)
-    actions = []
-    while env.agents:
-        a = pol.act(obs)
-        actions.append(tuple(a[x] for x in env.possible_agents))
-        obs, _, _, _, infos = env.step(a)
-    return actions, infos["node_0"]["episode"]
-
-
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_no_masked_action_and_no_conflict_over_random_episodes(name):
     for preset, seeds in ((SMALL, range(6)), ("CoRE-v0", range(2))):
@@ -92,12 +81,12 @@ def test_no_masked_action_and_no_conflict_over_random_episodes(name):
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_deterministic_per_seed(name):
     env, pol = make_policy(name, core_env.parallel_env(preset=SMALL))
-    a1, s1 = _episode_actions(env, pol, 11)
-    a2, s2 = _episode_actions(env, pol, 11)
+    a1, s1 = episode_actions(env, pol, 11)
+    a2, s2 = episode_actions(env, pol, 11)
     assert a1 == a2 and s1 == s2
     # a fresh policy object gives the same episode too (no hidden global state)
     env3, pol3 = make_policy(name, core_env.parallel_env(preset=SMALL))
-    assert _episode_actions(env3, pol3, 11)[0] == a1
+    assert episode_actions(env3, pol3, 11)[0] == a1
 
 
 def test_random_policy_depends_on_its_seed():

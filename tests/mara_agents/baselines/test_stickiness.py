@@ -13,7 +13,7 @@ from mara_agents.baselines import BY_NAME, assign_nodes, sticky_counts
 from mara_agents.baselines.placement import keep_nodes, node_slots
 from mara_agents.policy import PEERS, make_policy, run_episode
 
-from .helpers import counts_of, make_observations, small_env
+from .helpers import counts_of, episode_actions, make_observations, small_env
 
 STICKY = ("lara", *PEERS)
 """LARA and the peers: every one of them takes ``stickiness``."""
@@ -140,15 +140,8 @@ def test_edf_holds_a_shrink_by_its_threshold(stickiness, cost, want):
 
 
 # ------------------------------------------------------------------------- episodes
-def _actions(env, pol, seed):
-    obs, _ = env.reset(seed=seed)
-    pol.reset(seed)
-    out = []
-    while env.agents:
-        act = pol.act(obs)
-        out.append([act[a] for a in env.possible_agents])
-        obs, *_ = env.step(act)
-    return np.array(out)
+def _actions_of(env, pol, seed):
+    return np.array(episode_actions(env, pol, seed)[0])
 
 
 @pytest.mark.parametrize("name", [*STICKY, "edf"])
@@ -160,7 +153,7 @@ def test_stickiness_zero_is_the_legacy_placement_without_switching_cost(name):
     env2, legacy = make_policy(name, core_env.parallel_env(preset="CoRE-Small-v0"))
     legacy.place = lambda view, counts: assign_nodes(counts, view.last_slot)
     for seed in (0, 1):
-        np.testing.assert_array_equal(_actions(env, pol, seed), _actions(env2, legacy, seed))
+        np.testing.assert_array_equal(_actions_of(env, pol, seed), _actions_of(env2, legacy, seed))
 
 
 @pytest.mark.parametrize("name", STICKY)
