@@ -39,13 +39,15 @@ def commands() -> tuple[Command, ...]:
         live,
         marl,
         policy_time,
+        session,
         soak,
         speed,
         suites,
     )
 
     return (DEMO, *suites.COMMANDS, forecast.COMMAND, speed.COMMAND, policy_time.COMMAND,
-            compare_checkpoints.COMMAND, live.COMMAND, marl.COMMAND, soak.COMMAND)
+            compare_checkpoints.COMMAND, live.COMMAND, session.COMMAND, marl.COMMAND,
+            soak.COMMAND)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

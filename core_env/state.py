@@ -89,10 +89,11 @@ class BatchState:
         return int(self.t.shape[0])
 
 
-def allocate(cfg: CoreConfig, batch_size: int) -> BatchState:
-    """Zeroed state for ``batch_size`` environments (call :func:`load_workload` next)."""
+def allocate(cfg: CoreConfig, batch_size: int, max_tasks: int | None = None) -> BatchState:
+    """Zeroed state for ``batch_size`` environments (call :func:`load_workload` next), with
+    ``max_tasks`` task-table rows (``None``: the configuration's ``workload.max_tasks``)."""
     b, n, k = batch_size, cfg.cluster.n_nodes, cfg.cluster.max_visible_tasks
-    m, h = cfg.workload.max_tasks, cfg.workload.window[1]
+    m, h = max_tasks or cfg.workload.max_tasks, cfg.workload.window[1]
 
     def z(shape, dtype, fill=0):
         return np.full(shape, fill, dtype=dtype)

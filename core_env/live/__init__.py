@@ -11,7 +11,9 @@
   workloads (:mod:`core_env.live.live_workload`);
 * the runtimes, one worker per node with state moves and fault handling: local processes
   (:mod:`core_env.live.runtime`) or Ray actors (:mod:`core_env.live.ray_runtime`);
-* records of live episodes and their replay in the simulator (:mod:`core_env.live.record`).
+* records of live episodes and their replay in the simulator (:mod:`core_env.live.record`);
+* sessions: your jobs, submitted while a policy schedules them (:mod:`core_env.live.session`,
+  :mod:`core_env.live.submissions`, the status views of :mod:`core_env.live.status`).
 
 See ``docs/live.md``. A job kind's libraries are imported only when the kind is used: the
 ``live`` extra for ``mlp-digits`` and ``mlp-mnist1d``, ``jobs-torch`` for ``cnn-digits``,
@@ -28,10 +30,13 @@ from core_env.live.pilots import (PILOTS, Pilots, load_pilots, make_pilots, reco
                                   validate_pilots)
 from core_env.live.record import LiveRecord, replay
 from core_env.live.runtime import LocalRuntime, Runtime, SlotResult, SlotTask, run_serial
+from core_env.live.session import LiveSession, LiveSessionEnv
+from core_env.live.submissions import FolderSource, JsonLinesSource, Submission
 
-__all__ = ["JOB_KINDS", "JobSpec", "LIVE_KEYS", "LIVE_PRESETS", "LiveRecord",
-           "LiveSchedulerEnv", "LiveWorkload", "LocalRuntime", "MLPDigitsJob", "PILOTS",
-           "Pilots", "RUNTIME_BACKENDS", "Runtime", "SlotResult", "SlotTask", "TrainingJob",
+__all__ = ["FolderSource", "JOB_KINDS", "JobSpec", "JsonLinesSource", "LIVE_KEYS",
+           "LIVE_PRESETS", "LiveRecord", "LiveSchedulerEnv", "LiveSession", "LiveSessionEnv",
+           "LiveWorkload", "LocalRuntime", "MLPDigitsJob", "PILOTS", "Pilots",
+           "RUNTIME_BACKENDS", "Runtime", "SlotResult", "SlotTask", "Submission", "TrainingJob",
            "generate_live_workload", "job_class", "live_config", "load_pilots", "make_job",
            "make_pilots", "make_runtime", "record_pilots", "replay", "run_serial",
            "validate_pilots"]

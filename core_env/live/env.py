@@ -53,6 +53,7 @@ import numpy as np
 from core_env import dynamics, pmath
 from core_env.config import CoreConfig
 from core_env.env import CoreSchedulerEnv
+from core_env.live.jobs import JobSpec
 from core_env.live.live_workload import LiveWorkload, generate_live_workload
 from core_env.live.pilots import PILOTS, Pilots, load_pilots
 from core_env.live.record import LiveRecord
@@ -145,16 +146,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
             config = live_config(preset, **overrides)
             preset, overrides = None, {}
         super().__init__(config, preset=preset, render_mode=render_mode, **overrides)
-        self.pilots = load_pilots(pilots) if isinstance(pilots, (str, Path)) else pilots
-        if not isinstance(self.pilots, Pilots):
-            raise ValueError(f"pilots: expected a Pilots set, a pilot file or a shipped "
-                             f"set's name, got {type(pilots).__name__}")
-        most = self.config.workload.required_work[1]
-        if self.pilots.units < most:
-            warnings.warn(f"pilots: the curves cover {self.pilots.units} work units, and this "
-                          f"preset's tasks need up to {most:g}: their required work is "
-                          f"clipped to {self.pilots.units} (record longer pilots: "
-                          f"make_pilots(..., units={math.ceil(most)}))", stacklevel=2)
+        self.pilots = self._load_pilots(pilots)
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
             raise ValueError(f"time_limit: expected seconds > 0, got {time_limit!r}")
         self.time_limit = float(time_limit)
@@ -186,6 +178,20 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         self.failures: dict[int, str] = {}
         self._reset_counters()
 
+    def _load_pilots(self, pilots: Pilots | str | Path | None) -> Pilots | None:
+        """The ``pilots`` argument as a checked :class:`Pilots` set (see the class)."""
+        pilots = load_pilots(pilots) if isinstance(pilots, (str, Path)) else pilots
+        if not isinstance(pilots, Pilots):
+            raise ValueError(f"pilots: expected a Pilots set, a pilot file or a shipped "
+                             f"set's name, got {type(pilots).__name__}")
+        most = self.config.workload.required_work[1]
+        if pilots.units < most:
+            warnings.warn(f"pilots: the curves cover {pilots.units} work units, and this "
+                          f"preset's tasks need up to {most:g}: their required work is "
+                          f"clipped to {pilots.units} (record longer pilots: "
+                          f"make_pilots(..., units={math.ceil(most)}))", stacklevel=3)
+        return pilots
+
     # ----- episode -----
     def _reset_counters(self) -> None:
         self._states: dict[int, bytes] = {}
@@ -198,6 +204,34 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
     def _episode_workload(self, seed: int | None, options: dict) -> Workload:
         """Draw (or, with ``options["live_workload"]``, replay) the live workload, start the
         runtime if needed, restart any dead worker and start the episode's record."""
+        live = self._live_workload(options)
+        if self.runtime is None:
+            self.runtime = make_runtime(self.backend, self.config.cluster.n_nodes,
+                                        self.time_limit, self.ray_address)
+        self._warm(live.jobs)
+        for node, alive in enumerate(self.runtime.alive):
+            if not alive:
+                self.runtime.restart(node)
+        self.live = live
+        self.failures = {}
+        self._reset_counters()
+        self.record = LiveRecord.start(self.config, seed, live, self.pilots, self.clock,
+                                        self.slot_seconds)
+        return live.workload
+
+    def _warm(self, jobs: tuple[JobSpec, ...]) -> None:
+        """Warm the runtime with one job of each kind not warmed yet (its imports and data,
+        off the clock; a RuntimeError names a job that cannot be built)."""
+        kinds: dict[str, JobSpec] = {}
+        for job in jobs:
+            if job.kind not in self._warmed:
+                kinds.setdefault(job.kind, job)
+        if kinds and hasattr(self.runtime, "warm"):
+            self.runtime.warm(list(kinds.values()))
+            self._warmed |= set(kinds)
+
+    def _live_workload(self, options: dict) -> LiveWorkload:
+        """The episode's live workload: drawn, or ``options["live_workload"]`` checked."""
         if options.get("workload") is not None:
             raise ValueError("options['workload']: a live episode needs jobs; pass "
                              "options['live_workload'] (a LiveWorkload) instead")
@@ -211,24 +245,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         if len(live.jobs) != live.workload.n_tasks:
             raise ValueError(f"options['live_workload']: {len(live.jobs)} jobs for "
                              f"{live.workload.n_tasks} tasks")
-        if self.runtime is None:
-            self.runtime = make_runtime(self.backend, self.config.cluster.n_nodes,
-                                        self.time_limit, self.ray_address)
-        kinds = {}
-        for job in live.jobs:  # one job of each kind: its imports and data, off the clock
-            kinds.setdefault(job.kind, job)
-        if hasattr(self.runtime, "warm") and set(kinds) - self._warmed:
-            self.runtime.warm(list(kinds.values()))
-            self._warmed |= set(kinds)
-        for node, alive in enumerate(self.runtime.alive):
-            if not alive:
-                self.runtime.restart(node)
-        self.live = live
-        self.failures = {}
-        self._reset_counters()
-        self.record = LiveRecord.start(self.config, seed, live, self.pilots, self.clock,
-                                        self.slot_seconds)
-        return live.workload
+        return live
 
     def _advance(self, joint: np.ndarray) -> dynamics.StepResult:
         """One slot: really train every task the nodes picked (see the module docstring)."""

@@ -23,6 +23,7 @@ import os
 from collections import OrderedDict
 from typing import Any
 
+from core_env.live.jobs import JobSpec
 from core_env.live.runtime import (STARTUP_SECONDS, THREAD_VARS, Runtime, SlotResult, SlotTask,
                                    run_job, warm_jobs)
 
@@ -118,9 +119,9 @@ class RayRuntime(Runtime):
         self.alive[node] = False
         self._resident[node].clear()
 
-    def _warm_nodes(self, nodes: list[int]) -> None:
+    def _warm_nodes(self, nodes: list[int], specs: tuple[JobSpec, ...]) -> None:
         ray = _ray()
-        refs = [self._actors[i].warm.remote(self._warm_specs) for i in nodes]
+        refs = [self._actors[i].warm.remote(specs) for i in nodes]
         try:
             errors = ray.get(refs, timeout=STARTUP_SECONDS)
         except ray.exceptions.GetTimeoutError as e:

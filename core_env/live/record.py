@@ -81,8 +81,9 @@ class LiveRecord:
     def start(cls, config: CoreConfig, seed: int | None, live: LiveWorkload,
               pilots: Any, clock: str = "work", slot_seconds: float | None = None
               ) -> LiveRecord:
-        return cls(config, seed, live.workload, live.jobs, np.asarray(live.pilot_run),
-                   np.asarray(pilots.initial)[np.asarray(live.pilot_run, dtype=np.int64)],
+        run = np.asarray(live.pilot_run, dtype=np.int64)
+        initial = np.asarray(pilots.initial)[run] if run.size else np.zeros(0)
+        return cls(config, seed, live.workload, live.jobs, run, initial,
                    clock=clock, slot_seconds=slot_seconds)
 
     def observe(self, task: int, slot: int, nodes: int, work: float, loss: float,

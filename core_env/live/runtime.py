@@ -233,7 +233,7 @@ class Runtime:
     """What every backend shares: checking a slot's tasks, mirroring what each worker holds
     and turning a worker's reply into a :class:`SlotResult`. A backend implements
     ``_start(node)`` (start a worker and wait until it is up), ``_stop(node)``,
-    ``_warm_nodes(nodes)``, ``pid(node)``, ``run_slot(tasks)`` and ``close()``.
+    ``_warm_nodes(nodes, specs)``, ``pid(node)``, ``run_slot(tasks)`` and ``close()``.
 
     Attributes:
         n_nodes: workers (nodes). time_limit: seconds a task's slot may take.
@@ -315,16 +315,22 @@ class Runtime:
                           len(task.state) if task.state is not None else 0, node)
 
     def warm(self, specs: Sequence[JobSpec]) -> None:
-        """Build each job of ``specs`` once on every live worker, so that imports and data
-        loading happen now and not inside a slot (a worker started later is warmed with the
-        same specs).
+        """Build each job of ``specs`` not warmed before once on every live worker, so that
+        imports and data loading happen now and not inside a slot; a worker started later is
+        warmed with every spec warmed so far.
 
         Raises:
             RuntimeError: a job cannot be built on a worker (names the node, the job kind
-                and variant, and the error: e.g. its module is not importable there).
+                and variant, and the error: e.g. its module is not importable there); the
+                specs of that call are then not kept for later workers.
         """
-        self._warm_specs = tuple(specs)
-        self._warm_nodes([i for i in range(self.n_nodes) if self.alive[i]])
+        new: tuple[JobSpec, ...] = ()
+        for spec in specs:  # (specs hold dicts: compared, not hashed)
+            if spec not in self._warm_specs and spec not in new:
+                new += (spec,)
+        if new:
+            self._warm_nodes([i for i in range(self.n_nodes) if self.alive[i]], new)
+            self._warm_specs += new
 
     def restart(self, node: int) -> None:
         """Start a new worker for ``node`` (killing the old one if it still runs)."""
@@ -332,7 +338,7 @@ class Runtime:
         self._start(node)
         self.restarts += 1
         if self._warm_specs:
-            self._warm_nodes([node])
+            self._warm_nodes([node], self._warm_specs)
 
     def __enter__(self) -> Runtime:
         return self
@@ -402,16 +408,19 @@ class LocalRuntime(Runtime):
         self._launch(i)
         self._await_ready(i)
 
-    def _warm_nodes(self, nodes: list[int]) -> None:
+    def _warm_nodes(self, nodes: list[int], specs: tuple[JobSpec, ...]) -> None:
         for i in nodes:
-            self._conns[i].send(("warm", self._warm_specs))
+            self._conns[i].send(("warm", specs))
+        errors = []  # every reply is read, so no stale one waits in a pipe
         for i in nodes:
             if not self._conns[i].poll(STARTUP_SECONDS):
                 raise RuntimeError(f"node {i}: its worker did not warm up within "
                                    f"{STARTUP_SECONDS:g} s")
             _, error = self._conns[i].recv()
             if error is not None:
-                raise RuntimeError(f"node {i}: {error}")
+                errors.append(f"node {i}: {error}")
+        if errors:
+            raise RuntimeError(errors[0])
 
     def pid(self, node: int) -> int:
         """The process id of ``node``'s worker."""

@@ -15,12 +15,12 @@ from benchmarks import cli, compare_checkpoints, marl, suites
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ("demo", "default", "schedule", "baselines", "ablation", "forecast", "speed",
-          "policy-time", "checkpoints", "live", "marl", "soak")
-REQUIRED = {"checkpoints": ["a.pt"]}
+          "policy-time", "checkpoints", "live", "session", "marl", "soak")
+REQUIRED = {"checkpoints": ["a.pt"], "session": ["jobs.jsonl"]}
 """Positional arguments a suite needs to parse."""
 WITH_SEEDS = {"default", "schedule", "baselines", "ablation", "policy-time", "checkpoints",
               "live", "marl"}
-ONE_PRESET = {"speed", "policy-time", "checkpoints", "live", "soak"}
+ONE_PRESET = {"speed", "policy-time", "checkpoints", "live", "session", "soak"}
 MANY_PRESETS = {"default", "schedule", "baselines", "ablation", "marl"}
 WITH_WORKERS = {"default", "schedule", "baselines", "ablation", "checkpoints", "marl"}
 
@@ -70,14 +70,15 @@ def test_seeds_and_seed_offset_parse_alike(suite):
 
 @pytest.mark.parametrize("suite", sorted(ONE_PRESET | MANY_PRESETS))
 def test_presets_parse_alike(suite):
-    preset = "Live-v0" if suite == "live" else "CoRE-Small-v0"
+    preset = "Live-v0" if suite in ("live", "session") else "CoRE-Small-v0"
     assert parse(suite, "--presets", preset).presets == [preset]
     if suite in MANY_PRESETS:
         two = ["CoRE-Small-v0", "CoRE-v0"]
         assert parse(suite, "--presets", *two).presets == two
 
 
-@pytest.mark.parametrize("suite", sorted((ONE_PRESET | MANY_PRESETS) - {"live", "marl"}))
+@pytest.mark.parametrize("suite", sorted((ONE_PRESET | MANY_PRESETS)
+                                         - {"live", "session", "marl"}))
 def test_a_preset_with_overrides_parses_where_episodes_are_simulated(suite):
     spec = "CoRE-Small-v0:switch_cost=0.3,speed_choices=(0.5, 1, 2)"
     assert parse(suite, "--presets", spec).presets == [spec]
@@ -118,8 +119,9 @@ def test_workers_parse_alike(suite):
     *[(s, ["--presets", "CoRE-v9"], "argument --presets: expected a preset id, one of")
       for s in sorted(ONE_PRESET | MANY_PRESETS)],
     *[(s, ["--presets", "CoRE-v0", "CoRE-Heavy-v0"], "this suite runs one preset")
-      for s in sorted(ONE_PRESET - {"live"})],
-    ("live", ["--presets", "CoRE-v0"], "expected a preset id, one of Live-Small-v0, Live-v0"),
+      for s in sorted(ONE_PRESET - {"live", "session"})],
+    *[(s, ["--presets", "CoRE-v0"], "expected a preset id, one of Live-Small-v0, Live-v0")
+      for s in ("live", "session")],
     ("speed", ["--seconds", "inf"], "argument --seconds: expected a positive finite number"),
     ("speed", ["--backends", "cuda"], "argument --backends: expected one of numba, numpy"),
     ("default", ["--policies", "sjf"], "expected a built-in name"),

@@ -132,3 +132,9 @@ class SlowLoadJob(SleepJob):
     def load(self, blob: bytes) -> None:
         time.sleep(self.load_seconds)
         super().load(blob)
+
+
+class ScaledCounterJob(CounterJob):
+    """A counter whose class states its kind's default scaling exponent."""
+
+    ALPHA = 0.8

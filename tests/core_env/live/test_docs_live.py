@@ -56,3 +56,22 @@ def test_the_live_env_and_replay_examples_run(tmp_path, monkeypatch):
     scope = {"__name__": "docs_replay"}
     exec(compile(block("replay(LiveRecord.load"), str(DOC), "exec"), scope)
     assert scope["sim"].agents
+
+
+def test_the_session_example_runs_a_never_piloted_job(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")  # mara_agents (make_policy) needs it
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "jobs.py").write_text(block("class Countdown"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scope = {"__name__": "__main__"}
+    exec(compile(block("LiveSession(env, policy)"), str(DOC), "exec"), scope)
+    jobs = {j["name"]: j for j in scope["report"]["jobs"]}
+    # 0.5 x 4 nodes a slot reaches 2**-(w/4) <= 0.01 in time; 0.1 x 2 nodes cannot
+    assert jobs["first"]["status"] == "completed" and jobs["first"]["loss"] <= 0.01
+    assert jobs["second"]["status"] == "expired" and jobs["second"]["submitted_slot"] == 5
+    assert jobs["first"]["alpha_source"] == "default"
+    assert "first completed at slot" in capsys.readouterr().out
+    sys.modules.pop("mypkg.jobs", None)
+    sys.modules.pop("mypkg", None)
