@@ -19,8 +19,9 @@ from benchmarks.suites import SUITES, run_suite
 
 def summary_table(rows: Sequence[dict[str, Any]], presets: Sequence[str],
                   reference: str = REFERENCE_POLICY) -> str:
-    """One row per policy, two columns per preset: the mean completion rate and the paired
-    difference to ``reference`` (points, 95% CI), from :func:`benchmarks.report.summarise`'s
+    """One row per policy, per preset the mean completion rate, the paired difference to
+    ``reference`` (points, 95% CI) and, where the episodes carry group counts, the worst
+    group (:func:`benchmarks.report.audit_row`), from :func:`benchmarks.report.summarise`'s
     rows, formatted as in the full table. Policies in order of their mean completion rate
     over the presets, highest first."""
     by = {(r["preset"], r["policy"]): r for r in rows if not r.get("is_bound")}
@@ -30,9 +31,11 @@ def summary_table(rows: Sequence[dict[str, Any]], presets: Sequence[str],
     def mean_rate(policy: str) -> float:
         return sum(by[(p, policy)]["completion_rate"] for p in presets) / len(presets)
 
+    audit = any("worst_group" in r for r in by.values())
     header = ["policy"]
     for preset in presets:
         header += [f"{preset} completion", f"vs {ref_name}, paired (95% CI)"]
+        header += ["worst group"] if audit else []
     body = []
     for policy in sorted(policies, key=lambda p: (-mean_rate(p), p)):
         cells = [policy]
@@ -41,6 +44,9 @@ def summary_table(rows: Sequence[dict[str, Any]], presets: Sequence[str],
             cells.append(f"{100 * r['completion_rate']:.1f}%")
             cells.append(f"{100 * r['diff_vs_ref']:+.1f} pts ({100 * r['diff_ci_low']:+.1f}, "
                          f"{100 * r['diff_ci_high']:+.1f})" if "diff_vs_ref" in r else "-")
+            if audit:
+                cells.append(f"{100 * r['worst_group']:.1f}% ({r['worst_group_name']})"
+                             if "worst_group" in r else "-")
         body.append(cells)
     return markdown_table(header, body)
 

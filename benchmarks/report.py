@@ -2,7 +2,8 @@
 
 :func:`summarise` turns episode records into one row per (preset, policy): the mean
 completion rate with its 95% interval, the paired difference to a reference policy (LARA by
-default) and, with clairvoyant-bound records, each policy's share of the bound.
+default), the group audit (worst group, largest gap: :func:`audit_row`) and, with
+clairvoyant-bound records, each policy's share of the bound.
 :func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
 ``completion_<preset>.png`` for every preset (``:`` written as ``+``) and
 ``completion_vs_load.png`` when the presets differ only in their load.
@@ -24,6 +25,52 @@ from benchmarks.store import (EPISODE_FIELDS, code_version, config_record, safe_
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""
+
+MIN_GROUP_ARRIVALS = 20
+"""A group counts in a row's worst group and largest gap once this many of its tasks arrived
+over the row's episodes (pooled), so that a rare cap or family is not a table's headline."""
+
+HEADLINE_GROUPINGS = ("tenant", "family", "work", "cap")
+"""The groupings of the tables' worst group and largest gap: who a task is (its team, kind,
+size, width). The slack and arrival-period thirds are in the fairness suite's tables: the
+tightest slack third is mostly infeasible by construction, so it would head every row."""
+
+
+def audit_row(episodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The group audit of a row's episodes (SPEC §10; :mod:`core_env.audit`): their
+    ``groups`` pooled, then :func:`audit_counts`; empty unless every episode has group
+    counts."""
+    from core_env.audit import pool
+
+    if not episodes or not all("groups" in e for e in episodes):
+        return {}
+    return audit_counts(pool(e["groups"] for e in episodes))
+
+
+def audit_counts(counts: dict[str, Any]) -> dict[str, Any]:
+    """Over :data:`HEADLINE_GROUPINGS` of pooled group counts: ``worst_group`` (the lowest
+    group completion rate) and its ``worst_group_name`` (``"grouping: group"``),
+    ``group_gap`` (the largest gap between two groups of one grouping) and its
+    ``group_gap_grouping``."""
+    from core_env.audit import difference, group_min
+
+    out: dict[str, Any] = {}
+    worst = group_min(counts, MIN_GROUP_ARRIVALS, HEADLINE_GROUPINGS)
+    if worst is not None:
+        out.update(worst_group=worst[0], worst_group_name=worst[1])
+    gap = difference(counts, MIN_GROUP_ARRIVALS, HEADLINE_GROUPINGS)
+    if gap is not None:
+        out.update(group_gap=gap[0], group_gap_grouping=gap[1])
+    return out
+
+
+def audit_cells(row: dict[str, Any]) -> list[str]:
+    """A row's worst-group and largest-gap cells (``-`` without an audit)."""
+    worst = (f"{100 * row['worst_group']:.1f}% ({row['worst_group_name']})"
+             if "worst_group" in row else "-")
+    gap = (f"{100 * row['group_gap']:.1f} pts ({row['group_gap_grouping']})"
+           if "group_gap" in row else "-")
+    return [worst, gap]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
@@ -75,6 +122,7 @@ def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
             m, mlo, mhi = mean_ci(ratios, bounds=RATE)
             row.update(of_bound=m, of_bound_ci_low=mlo, of_bound_ci_high=mhi,
                        bound_paired=len(with_bound))
+        row.update(audit_row(list(eps.values())))
         rows.append(row)
     for preset in sorted({p for p, _ in bounds}):
         rows.append(_bound_row(preset, [bounds[k] for k in sorted(bounds) if k[0] == preset],
@@ -114,16 +162,20 @@ def _pct(m: float, lo: float, hi: float, sign: bool = False) -> str:
 
 def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY) -> str:
     """Markdown table: completion rate (95% CI) and the paired difference to the reference
-    policy (LARA unless the suite says otherwise).
+    policy (LARA unless the suite says otherwise), and where the episodes carry group counts
+    the worst group and the largest gap between groups (:func:`audit_row`).
 
     With clairvoyant bounds in ``rows``, a column gives each policy's completions as a share
     of the bound (mean of per-seed ratios, 95% CI), the bound's own row shows the
     completion-rate bound, and a second table describes the solves.
     """
     has_bound = any(r.get("is_bound") for r in rows)
+    has_audit = any("worst_group" in r for r in rows)
     ref_name = "LARA" if reference == "lara" else reference
     header = ["preset", "policy", "episodes", "completion rate (95% CI)",
               f"vs {ref_name}, paired (95% CI)", "utilization"]
+    if has_audit:
+        header += ["worst group", "largest gap"]
     body = []
     for r in rows:
         diff = (_pct(r["diff_vs_ref"], r["diff_ci_low"], r["diff_ci_high"], sign=True)
@@ -132,6 +184,8 @@ def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
         name = f"**{r['policy']}** (clairvoyant)" if r.get("is_bound") else r["policy"]
         cells = [r["preset"], name, r["episodes"],
                  _pct(r["completion_rate"], r["ci_low"], r["ci_high"]), diff, util]
+        if has_audit:
+            cells += audit_cells(r)
         if has_bound:
             cells.append(_pct(r["of_bound"], r["of_bound_ci_low"], r["of_bound_ci_high"])
                          if "of_bound" in r else "-")

@@ -47,7 +47,8 @@ class EpisodeSpec:
 
 
 def run_episode_spec(spec: EpisodeSpec) -> dict[str, Any]:
-    """Run one episode and return its statistics (the default episode function)."""
+    """Run one episode and return its statistics (the default episode function), with its
+    group counts (``groups``, :mod:`core_env.audit`)."""
     import core_env
     from mara_agents.policy import make_policy, run_episode
 
@@ -55,7 +56,7 @@ def run_episode_spec(spec: EpisodeSpec) -> dict[str, Any]:
     env, policy = make_policy(spec.policy, base)
     stats = run_episode(env, policy, spec.seed)
     return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
-            **{k: stats[k] for k in store.EPISODE_FIELDS}}
+            **{k: stats[k] for k in store.EPISODE_FIELDS}, "groups": stats["groups"]}
 
 
 EPISODE_THREADS = 1

@@ -10,6 +10,8 @@ baselines  CoRE-v0, CoRE-Heavy-v0, CoRE-Extreme-v0, CoRE-HeldOut-v0:      20    
            the baseline schedulers only (docs/baselines.md)
 ablation   CoRE-v0, CoRE-Heavy-v0, CoRE-HeldOut-v0: MARA and its          50       no
            ablations from ``experiments/`` (paired against their control)
+fairness   CoRE-v0 and CoRE-Tenants-v0 at 1x, 1.5x and 2x load: the       20       no
+           group audit (``fairness.md``, :mod:`benchmarks.fairness`)
 =========  ==========================================================  =======  =========
 
 Every suite runs its policies unless ``policies`` narrows or extends them: built-in names
@@ -54,6 +56,7 @@ from benchmarks.report import write_report
 from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
 from core_env.utils.checks import check_int, fail
 from core_env.presets import split_preset
+from benchmarks.fairness import FAIRNESS_PRESETS
 from mara_agents.policy import BASELINES, check_policy_spec
 
 
@@ -69,6 +72,9 @@ class Suite(NamedTuple):
     """The policy the paired differences are taken against."""
 
 
+FAIRNESS_POLICIES = ("lara", "fair_lara", "edf", "successive_halving", "las", "mara")
+"""The ``fairness`` suite's policies."""
+
 ABLATION_POLICIES = ("lara", "mara", *(f"mara_agents.ablations:{v}" for v in (
     "mara_ft", "mara_wls", "mara_noshaping", "mat_dec")))
 """The ``ablation`` suite's policies: MARA's fine-tuned ablations, shipped with the package
@@ -83,8 +89,12 @@ SUITES = {
                         "CoRE-Switch-v0", "CoRE-Cluster-v0"), 20, policies=BASELINES),
     "ablation": Suite(("CoRE-v0", "CoRE-Heavy-v0", "CoRE-HeldOut-v0"), 50,
                       policies=ABLATION_POLICIES, reference="mara_agents.ablations:mara_ft"),
+    "fairness": Suite(FAIRNESS_PRESETS, 20, policies=FAIRNESS_POLICIES),
 }
 """The suites by name (see the module docstring)."""
+
+FAIRNESS_SUITES = ("fairness",)
+"""The suites that also write the group report (:mod:`benchmarks.fairness`)."""
 
 BOUND_POLICY = "bound"
 """Pseudo-policy name of the clairvoyant-bound records (``<preset>__bound__<seed>.json``)."""
@@ -261,7 +271,12 @@ def _run_checked(suite: str, out: Path, policies: tuple[str, ...], presets: Sequ
             "reference": reference}
     if with_bound:
         meta["bound_options"] = dict(BOUND_OPTIONS)
-    return write_report(results, out, meta)
+    table = write_report(results, out, meta)
+    if suite in FAIRNESS_SUITES:
+        from benchmarks.fairness import write_fairness
+
+        table += "\n" + write_fairness(results, out)
+    return table
 
 
 HELP = {
@@ -271,6 +286,8 @@ HELP = {
     "baselines": "the baseline schedulers on four presets, 20 seeds (docs/baselines.md)",
     "ablation": "MARA and its fine-tuned ablations (mara_agents.ablations), 50 seeds, paired "
                 "against their control",
+    "fairness": "who loses when tasks miss: per-group completion, worst group, gaps and "
+                "Jain's index on CoRE-v0 and CoRE-Tenants-v0 at 1x, 1.5x, 2x load, 20 seeds",
 }
 """The one-line help of each suite's subcommand."""
 

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from core_env.utils.checks import check_int, check_number, fail, is_int
 
 
@@ -183,6 +185,23 @@ class WorkloadConfig:
     alpha_range: tuple[float, float] = (0.6, 1.0)
     """Range of the scaling exponent alpha_j (uniform): k nodes add k**alpha work. Within (0, 1]."""
 
+    tenant_shares: tuple[float, ...] = ()
+    """Tenants (SPEC §10): G >= 2 shares, each > 0, summing to 1; each task belongs to a
+    tenant drawn with these probabilities, and the tenant is in the task table. Empty (the
+    default): no tenants."""
+
+    tenant_required_work: tuple[tuple[float, float], ...] = ()
+    """Per tenant, the range of its tasks' required work (as ``required_work``); empty: every
+    tenant uses ``required_work``."""
+
+    tenant_deadline_slack: tuple[tuple[float, float], ...] = ()
+    """Per tenant, the range of its tasks' deadline slack (as ``deadline_slack``); empty:
+    ``deadline_slack``."""
+
+    tenant_parallelism: tuple[tuple[int, ...], ...] = ()
+    """Per tenant, the caps its tasks draw from (as ``parallelism_choices``); empty:
+    ``parallelism_choices``."""
+
     def __post_init__(self) -> None:
         from core_env.curves import MIXES  # local import: curves imports nothing from here
 
@@ -204,7 +223,52 @@ class WorkloadConfig:
                 is_int(v) and 1 <= v <= 1024 for v in pc)):
             fail("parallelism_choices", pc, "a non-empty tuple of integers in [1, 1024]")
         _check_range("alpha_range", self.alpha_range, 0.0, 1.0, lo_open=True)
+        self._check_tenants()
         _canonical(self, load=float, base_arrival_rate=float, arrival_slots=int)
+
+    def _check_tenants(self) -> None:
+        shares = self.tenant_shares
+        if not isinstance(shares, tuple):
+            fail("tenant_shares", shares, "a tuple of shares")
+        if shares:
+            if len(shares) < 2 or len(shares) > 64:
+                fail("tenant_shares", shares, "2 to 64 shares (or () for no tenants)")
+            for v in shares:
+                check_number("tenant_shares", v, 0.0, 1.0, lo_open=True)
+            if abs(math.fsum(shares) - 1.0) > 1e-9:
+                fail("tenant_shares", shares, f"shares summing to 1 (they sum to "
+                     f"{math.fsum(shares):.12g})")
+            object.__setattr__(self, "tenant_shares", tuple(float(v) for v in shares))
+        for name in ("tenant_required_work", "tenant_deadline_slack", "tenant_parallelism"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or (value and len(value) != len(shares)):
+                fail(name, value, f"() or one entry per tenant ({len(shares)} tenants in "
+                     f"tenant_shares)")
+        for g, r in enumerate(self.tenant_required_work):
+            _check_range(f"tenant_required_work[{g}]", r, 0.5, 2000.0)
+        for g, r in enumerate(self.tenant_deadline_slack):
+            _check_range(f"tenant_deadline_slack[{g}]", r, 0.0, 20.0, lo_open=True)
+        for g, pc in enumerate(self.tenant_parallelism):
+            if not (isinstance(pc, tuple) and len(pc) > 0 and all(
+                    is_int(v) and 1 <= v <= 1024 for v in pc)):
+                fail(f"tenant_parallelism[{g}]", pc,
+                     "a non-empty tuple of integers in [1, 1024]")
+
+    @property
+    def n_tenants(self) -> int:
+        """G, the number of tenants (0 without)."""
+        return len(self.tenant_shares)
+
+    def tenant_ranges(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+        """Per tenant (a single row without tenants): required-work ranges float64[G, 2],
+        slack ranges float64[G, 2] and cap choices (one int64 array per tenant)."""
+        g = max(self.n_tenants, 1)
+        work = np.asarray(self.tenant_required_work or (self.required_work,) * g, np.float64)
+        slack = np.asarray(self.tenant_deadline_slack or (self.deadline_slack,) * g,
+                           np.float64)
+        caps = tuple(np.asarray(c, dtype=np.int64)
+                     for c in (self.tenant_parallelism or (self.parallelism_choices,) * g))
+        return work, slack, caps
 
     @property
     def arrival_rate(self) -> float:

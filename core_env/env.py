@@ -14,7 +14,7 @@ from core_env.config import CoreConfig, check_seed
 from core_env.layout import Layout
 from core_env.observe import Observer
 from core_env.presets import DEFAULT_PRESET, make_config
-from core_env.state import BatchState, allocate, load_workload
+from core_env.state import FUTURE, SUCCEEDED, BatchState, allocate, load_workload
 from core_env.workload import Workload, generate_workload, validate_workload
 
 
@@ -209,8 +209,16 @@ class CoreSchedulerEnv(ParallelEnv):
         return dynamics.step(self.sim, joint[None, :], self.params)
 
     def _episode_stats(self) -> dict[str, Any]:
-        """``info["episode"]`` at the end of an episode."""
-        return dynamics.episode_stats(self.sim, 0)
+        """``info["episode"]`` at the end of an episode, with its per-group counts
+        (``groups``: :func:`core_env.audit.group_counts`)."""
+        from core_env.audit import group_counts
+
+        stats = dynamics.episode_stats(self.sim, 0)
+        m = self.workload.n_tasks
+        status = self.sim.status[0, :m]
+        stats["groups"] = group_counts(self.config, self.workload, status != FUTURE,
+                                       status == SUCCEEDED)
+        return stats
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
         # written straight into fresh arrays; the agents' entries are row views of them, so

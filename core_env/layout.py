@@ -78,6 +78,11 @@ TASK_FEATURES = (
             "its restore cost c_j: the share of a node-slot lost by a node that does not hold "
             "its state, once it has trained"),
     Feature("holders", 0.0, 1.0, "nodes holding its state / N"),
+    Feature("tenant", 0.0, 1.0, "(its tenant's index + 1) / G (0 without tenants)"),
+    Feature("tenant_share", 0.0, 1.0, "its tenant's share (0 without tenants)"),
+    Feature("tenant_lag", -1.0, 1.0,
+            "the episode's completion rate so far minus its tenant's, over finished tasks "
+            "(> 0: its tenant is behind; 0 until one of its tenant's tasks finished)"),
 )
 """Task-table columns. The table is the same for every node; what is node-specific (its
 speed, which slot it trained last) is in the node block."""

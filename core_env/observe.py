@@ -17,7 +17,7 @@ from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout, observation_layout, state_layout
 from core_env.dynamics import queue_window
-from core_env.state import NEVER, BatchState
+from core_env.state import EXPIRED, NEVER, SUCCEEDED, BatchState
 
 _LOG_WORK_NORM = 1.0 / float(pmath.log1p(WORK_MAX))
 _KERNEL_TASK = ("present", "time_to_deadline", "age", "critical", "loss_gap", "progress",
@@ -72,6 +72,8 @@ class Observer:
         self.max_steps = np.float32(cfg.max_steps)
         self.arrival_slots = cfg.workload.arrival_slots
         self.max_speed = np.float32(c.max_speed)
+        self.n_tenants = cfg.workload.n_tenants
+        self.shares = np.asarray(cfg.workload.tenant_shares, dtype=np.float32)
         b, lay = batch_size, self.obs_layout
         self.obs = np.zeros((b, self.n, lay.size), dtype=np.float32)
         self.mask = np.zeros((b, self.n, self.k + 1), dtype=np.int8)
@@ -180,6 +182,7 @@ class Observer:
         else:
             self._compute_tables(s)
         self._switch_features(s)
+        self._tenant_features(s)
 
     def _switch_features(self, s: BatchState) -> None:
         """The switching-cost features (SPEC §9), the same numpy code for both backends: the
@@ -196,6 +199,32 @@ class Observer:
         cost = s.w_switch_cost[rows, np.maximum(s.slot_task, 0)]
         self.table[:, :, self._col["switch_cost"]] = np.where(present, cost, f32(0.0))
         self.table[:, :, self._col["holders"]] = holders * f32(1.0 / self.n)
+
+    def _tenant_features(self, s: BatchState) -> None:
+        """The tenant columns (SPEC §10), the same numpy code for both backends: each task's
+        tenant, its share and how far its tenant's completion rate so far lags the
+        episode's."""
+        cols = [self._col[c] for c in ("tenant", "tenant_share", "tenant_lag")]
+        if not self.n_tenants:
+            self.table[:, :, cols] = 0.0
+            return
+        f32, g = np.float32, self.n_tenants
+        b = s.batch_size
+        rows = np.arange(b)[:, None]
+        present = s.slot_task >= 0
+        tenant = s.w_tenant[rows, np.maximum(s.slot_task, 0)]
+        key = rows * g + s.w_tenant
+        won = s.status == SUCCEEDED
+        done = won | (s.status == EXPIRED)
+        finished = np.bincount(key[done], minlength=b * g).reshape(b, g)
+        succeeded = np.bincount(key[won], minlength=b * g).reshape(b, g)
+        overall = succeeded.sum(axis=1) / np.maximum(finished.sum(axis=1), 1)
+        lag = np.where(finished > 0, overall[:, None] - succeeded / np.maximum(finished, 1),
+                       0.0)
+        self.table[:, :, cols[0]] = np.where(present, (tenant + 1) * f32(1.0 / g), f32(0.0))
+        self.table[:, :, cols[1]] = np.where(present, self.shares[tenant], f32(0.0))
+        self.table[:, :, cols[2]] = np.where(present, np.clip(lag[rows, tenant], -1.0, 1.0),
+                                             0.0).astype(f32)
 
     def write_mask(self, s: BatchState, mask: np.ndarray) -> np.ndarray:
         """The masks int8[B, N, K+1] into ``mask``: idle and every occupied slot."""

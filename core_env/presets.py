@@ -17,6 +17,7 @@ CoRE-1024-v0        1,024 nodes, K=512, the training load per node (64x the arri
 CoRE-Switch-v0      training load; a move restores the job: 2-50% of a slot per task
 CoRE-Cluster-v0     as CoRE-Switch-v0 on K80/P100/V100 nodes (speeds 0.3/1/1.4)
 CoRE-SwitchMix-v0   training distribution: each episode's cost c in {0, .1, .2, .3}
+CoRE-Tenants-v0     training load shared by three teams: small, medium and large jobs
 ==================  ==========================================================
 
 The real presets replay the *held-out* split of each real curve bank (lcdb, scan, sb3-rl,
@@ -57,6 +58,16 @@ single-GPU jobs of Gavel's measured throughputs (OSDI 2020; its repository's
 ``physical_cluster_throughputs.json``: K80/P100 0.30, V100/P100 1.38)."""
 
 
+TENANTS = {"tenant_shares": (0.5, 0.3, 0.2),
+           "tenant_required_work": ((4.0, 20.0), (10.0, 60.0), (30.0, 120.0)),
+           "tenant_parallelism": ((1, 2), (2, 4), (4, 8)),
+           "tenant_deadline_slack": ((1.0, 3.0), (0.8, 2.5), (1.0, 2.5))}
+"""Three tenants (SPEC §10) of one cluster: a team of many small jobs (half the arrivals,
+required work 4-20, caps 1-2, loose deadlines), one of medium jobs (30%, 10-60, caps 2-4)
+and one of few large, wide jobs (20%, 30-120, caps 4-8). A scheduler that maximises the
+count of completed tasks serves the small team and starves the large one (docs/fairness.md)."""
+
+
 def scaled(n_nodes: int, max_visible_tasks: int) -> CoreConfig:
     """The training preset on ``n_nodes`` nodes with ``max_visible_tasks`` slots and the
     arrival rate scaled with the node count (the same load per node)."""
@@ -85,6 +96,7 @@ PRESETS: dict[str, CoreConfig] = {
     "CoRE-Cluster-v0": TRAINING.replace(**SWITCH, speed_choices=GAVEL_SPEEDS),
     "CoRE-SwitchMix-v0": TRAINING.replace(switch_cost_choices=(0.0, 0.1, 0.2, 0.3),
                                           switch_cost_spread=SWITCH["switch_cost_spread"]),
+    "CoRE-Tenants-v0": TRAINING.replace(**TENANTS),
 }
 """Preset id -> configuration."""
 

@@ -37,6 +37,7 @@ class BatchState:
     w_log_loss: np.ndarray  # float32[B, M, G], observed log-loss path
     w_switch_cost: np.ndarray  # float32[B, M], restore cost c_j (fraction of a node-slot)
     w_keep: np.ndarray  # float32[B, M], 1 - c_j: the share of a node-slot a restore keeps
+    w_tenant: np.ndarray  # int64[B, M], tenant of each task (0 without tenants)
     switch_cost: np.ndarray  # float32[B], the episode's cost c
     n_tasks: np.ndarray  # int64[B], rows in use
     next_task: np.ndarray  # int64[B], first task row that has not arrived yet
@@ -103,6 +104,7 @@ def allocate(cfg: CoreConfig, batch_size: int, max_tasks: int | None = None) -> 
         w_log_target=z((b, m), np.float32), w_cap=z((b, m), np.int64, 1),
         w_alpha=z((b, m), np.float32, 1), w_log_loss=z((b, m, GRID_SIZE), np.float32),
         w_switch_cost=z((b, m), np.float32), w_keep=z((b, m), np.float32, 1),
+        w_tenant=z((b, m), np.int64),
         switch_cost=z(b, np.float32),
         n_tasks=z(b, np.int64), next_task=z(b, np.int64), queue_head=z(b, np.int64),
         status=z((b, m), np.int8),
@@ -151,6 +153,9 @@ def load_workload(s: BatchState, row: int, wl: Workload) -> None:
     s.w_switch_cost[row, :m] = costs
     s.w_keep[row] = 1
     s.w_keep[row, :m] = 1.0 - costs
+    s.w_tenant[row] = 0
+    if wl.tenant is not None:
+        s.w_tenant[row, :m] = wl.tenant
     s.switch_cost[row] = wl.episode_switch_cost or 0.0
     s.n_tasks[row] = m
     s.next_task[row] = 0

@@ -39,6 +39,7 @@ class Workload(NamedTuple):
     speeds: np.ndarray  # float64[N], node speeds for this episode
     switch_cost: np.ndarray | None = None  # float64[M], restore cost c_j (None: the config's)
     episode_switch_cost: float | None = None  # the episode's cost c (None: the config's)
+    tenant: np.ndarray | None = None  # int8[M], each task's tenant (None: no tenants)
 
     @property
     def n_tasks(self) -> int:
@@ -77,6 +78,7 @@ class _Draw(NamedTuple):
     curves: CurveParams
     switch_cost: np.ndarray
     episode_switch_cost: float
+    tenant: np.ndarray | None = None
 
 
 def switch_costs(cfg: CoreConfig, n_tasks: int, rng: np.random.Generator
@@ -116,20 +118,45 @@ def draw_arrivals(cfg: CoreConfig, rng: np.random.Generator) -> np.ndarray:
     return arrival
 
 
-def draw_tasks(cfg: CoreConfig, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def draw_tasks(cfg: CoreConfig, u: np.ndarray, tenant: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each task's required work s* (log-uniform), parallelism cap and deadline slack from
-    uniforms ``u[:, 0]``, ``u[:, 1]`` and ``u[:, 3]`` (``u[:, 2]`` is the scaling exponent's).
+    uniforms ``u[:, 0]``, ``u[:, 1]`` and ``u[:, 3]`` (``u[:, 2]`` is the scaling exponent's),
+    from its tenant's ranges where ``tenant`` (int[M]) is given.
 
     Returns:
         ``(s_star, cap, slack)``.
     """
     w = cfg.workload
-    lo, hi = pmath.log(w.required_work[0]), pmath.log(w.required_work[1])
+    if tenant is None:
+        lo, hi = pmath.log(w.required_work[0]), pmath.log(w.required_work[1])
+        s_star = pmath.exp(lo + (hi - lo) * u[:, 0])
+        choices = np.asarray(w.parallelism_choices, dtype=np.int64)
+        cap = choices[(u[:, 1] * len(choices)).astype(np.int64)]
+        slack = w.deadline_slack[0] + (w.deadline_slack[1] - w.deadline_slack[0]) * u[:, 3]
+        return s_star, cap, slack
+    work, slack_range, caps = w.tenant_ranges()
+    log_work = pmath.log(work)
+    lo, hi = log_work[tenant, 0], log_work[tenant, 1]
     s_star = pmath.exp(lo + (hi - lo) * u[:, 0])
-    choices = np.asarray(w.parallelism_choices, dtype=np.int64)
-    cap = choices[(u[:, 1] * len(choices)).astype(np.int64)]
-    slack = w.deadline_slack[0] + (w.deadline_slack[1] - w.deadline_slack[0]) * u[:, 3]
+    cap = np.zeros(tenant.shape[0], dtype=np.int64)
+    for g, choices in enumerate(caps):
+        mine = tenant == g
+        cap[mine] = choices[(u[mine, 1] * len(choices)).astype(np.int64)]
+    s_lo, s_hi = slack_range[tenant, 0], slack_range[tenant, 1]
+    slack = s_lo + (s_hi - s_lo) * u[:, 3]
     return s_star, cap, slack
+
+
+def draw_tenants(cfg: CoreConfig, n_tasks: int, rng: np.random.Generator
+                 ) -> np.ndarray | None:
+    """int8[M] each task's tenant, drawn with the tenants' shares (one uniform per task); None
+    (and nothing drawn) without tenants."""
+    shares = cfg.workload.tenant_shares
+    if not shares:
+        return None
+    edges = np.cumsum(np.asarray(shares, dtype=np.float64))[:-1]
+    return np.searchsorted(edges, rng.random(n_tasks), side="right").astype(np.int8)
 
 
 def deadline_windows(cfg: CoreConfig, s_star: np.ndarray, cap: np.ndarray, alpha: np.ndarray,
@@ -146,13 +173,15 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     speeds = node_speeds(cfg, rng)
     arrival = draw_arrivals(cfg, rng)
     u = rng.random((arrival.shape[0], 4))
-    s_star, cap, slack = draw_tasks(cfg, u)
+    tenant = draw_tenants(cfg, arrival.shape[0], rng)
+    s_star, cap, slack = draw_tasks(cfg, u, tenant)
     alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
     window = deadline_windows(cfg, s_star, cap, alpha, slack)
     curves = draw_curve_params(rng, w.mix, s_star)
     cost, scale = switch_costs(cfg, arrival.shape[0], rng)
     return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
-                 speeds=speeds, curves=curves, switch_cost=cost, episode_switch_cost=scale)
+                 speeds=speeds, curves=curves, switch_cost=cost, episode_switch_cost=scale,
+                 tenant=tenant)
 
 
 def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> list[Workload]:
@@ -174,7 +203,7 @@ def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> 
                             cap=d.cap, alpha=d.alpha, family=family[sl], log_loss=obs_ll[sl],
                             true_log_loss=true_ll[sl], speeds=d.speeds,
                             switch_cost=d.switch_cost,
-                            episode_switch_cost=d.episode_switch_cost))
+                            episode_switch_cost=d.episode_switch_cost, tenant=d.tenant))
     return out
 
 
@@ -233,7 +262,8 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
         out[name] = arr
 
     w = cfg.workload
-    cap_max = max(cfg.cluster.n_nodes, max(w.parallelism_choices))
+    cap_max = max(cfg.cluster.n_nodes, max(w.parallelism_choices),
+                  *(max(c) for c in w.tenant_parallelism))
     arrival = out["arrival"]
     checks = [
         ("arrival", (arrival < 0) | (arrival >= w.arrival_slots),
@@ -267,6 +297,19 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
     if isinstance(scale, np.ndarray) and scale.ndim == 0:  # as a record file stores it
         scale = scale.item()
     check_number("workload.episode_switch_cost", scale, 0.0, MAX_SWITCH_COST)
+    tenant = wl.tenant
+    if tenant is not None or w.n_tenants:
+        if tenant is None or w.n_tenants == 0:
+            raise ValueError(f"workload.tenant: expected one tenant per task with the "
+                             f"config's {w.n_tenants} tenants (and None without), got "
+                             f"{'None' if tenant is None else 'tenants'}")
+        tenant = np.asarray(tenant)
+        if not np.issubdtype(tenant.dtype, np.integer) or tenant.shape != (m,):
+            raise ValueError(f"workload.tenant: expected {m} integer tenant indices, got "
+                             f"{tenant!r}")
+        checks.append(("tenant", (tenant < 0) | (tenant >= w.n_tenants),
+                       f"tenant indices in [0, {w.n_tenants})"))
+        out["tenant"] = tenant
     for name in ("log_target", "log_loss", "true_log_loss"):
         checks.append((name, np.abs(out[name]) > LOG_LOSS_LIMIT,
                        f"log-losses in [-{LOG_LOSS_LIMIT:g}, {LOG_LOSS_LIMIT:g}]"))
@@ -285,7 +328,8 @@ def validate_workload(wl: Workload, cfg: CoreConfig) -> Workload:
         log_loss=out["log_loss"].astype(np.float32),
         true_log_loss=out["true_log_loss"].astype(np.float32),
         speeds=out["speeds"].astype(np.float64),
-        switch_cost=out["switch_cost"].astype(np.float64), episode_switch_cost=float(scale))
+        switch_cost=out["switch_cost"].astype(np.float64), episode_switch_cost=float(scale),
+        tenant=None if tenant is None else tenant.astype(np.int8))
     # the simulator stores alpha and speeds as float32: they must stay positive there
     for name in ("alpha", "speeds"):
         if np.any(getattr(canonical, name).astype(np.float32) <= 0):

@@ -44,10 +44,14 @@ BASELINES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_p
              "las", "successive_halving", "optimus", "slaq", "lara", "laira", "oracle_greedy")
 """The baseline schedulers of :mod:`mara_agents.baselines`, in the order of the tables."""
 
+FAIR = ("fair_lara",)
+"""The fairness-aware schedulers (SPEC §10; not in the default suites' tables, where no
+preset has tenants and they equal LARA: the ``fairness`` suite runs them)."""
+
 MARA = "mara"
 """The shipped MARA (``mara_agents/weights/mara_default.pt``)."""
 
-POLICY_NAMES = (*BASELINES, MARA, *MARL)
+POLICY_NAMES = (*BASELINES, *FAIR, MARA, *MARL)
 """Every built-in policy name :func:`make_policy` accepts. The MARL names
 (:data:`mara_agents.marl.ALGORITHMS`) run the models ``mara-bench marl`` trained into
 ``results/marl/models``; ``<name>@<folder>`` runs those of another models folder."""
@@ -139,7 +143,7 @@ def policy_fingerprint(spec: str) -> str | None:
         from mara_agents.mat.checkpoint import shipped
 
         return file_fingerprint(shipped())
-    if spec in BASELINES:
+    if spec in BASELINES or spec in FAIR:
         return None
     marl = marl_spec(spec)
     if marl is not None:
@@ -208,7 +212,7 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
     """
     if name == MARA:
         return _make_mara(env, forecaster, **kwargs)
-    if name in BASELINES:
+    if name in BASELINES or name in FAIR:
         return _make_baseline(name, env, forecaster, **kwargs)
     marl = marl_spec(name)
     if marl is not None:

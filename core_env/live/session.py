@@ -357,6 +357,7 @@ class LiveSessionEnv(LiveSchedulerEnv):
                                 true_log_loss=curves.copy(),
                                 speeds=np.asarray(self.workload.speeds, np.float64))
         rec.jobs, rec.pilot_run, rec.initial = self.live.jobs, run, initial
+        self.workload = rec.workload  # the session's tasks so far (for its group counts)
 
     def save_record(self, path: str | Path) -> Path:
         """Write the session's record so far (:class:`~core_env.live.record.LiveRecord`)."""

@@ -1,5 +1,6 @@
 """Baseline schedulers (SPEC §5): heuristics, the peer schedulers (Tiresias LAS, successive
-halving, Optimus, SLAQ, LaiRA), LARA and the oracle-informed greedy reference.
+halving, Optimus, SLAQ, LaiRA), LARA, the tenant-fair LARA (SPEC §10) and the
+oracle-informed greedy reference.
 
 Every baseline implements :class:`mara_agents.policy.Policy` and decides all nodes centrally,
 so it never emits a masked action or a capacity conflict. Build one with
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from mara_agents.baselines.common import (CentralPolicy, ClusterView, ObservationDecoder,
                                           SlotTracker, assign_nodes, fill_by_priority)
+from mara_agents.baselines.fair import FairLARAPolicy
 from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.halving import SuccessiveHalvingPolicy
 from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy,
@@ -26,12 +28,14 @@ from mara_agents.baselines.slaq import SLAQPolicy
 BY_NAME = {cls.name: cls for cls in (
     RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
     ShortestPredictedPolicy, LASPolicy, SuccessiveHalvingPolicy, OptimusPolicy, SLAQPolicy,
-    LARAPolicy, LaiRAPolicy, OracleGreedyPolicy)}
-"""Policy name -> class (the names of :data:`mara_agents.policy.BASELINES`)."""
+    LARAPolicy, LaiRAPolicy, OracleGreedyPolicy, FairLARAPolicy)}
+"""Policy name -> class (the names of :data:`mara_agents.policy.BASELINES` and
+:data:`mara_agents.policy.FAIR`)."""
 
 __all__ = [
     "BY_NAME",
-    "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "LARAParams", "LARAPolicy",
+    "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "FairLARAPolicy", "LARAParams",
+    "LARAPolicy",
     "LASPolicy", "LaiRAPolicy", "LeastLaxityPolicy", "ObservationDecoder", "OptimusPolicy",
     "OracleGreedyPolicy", "RandomPolicy", "RoundRobinPolicy", "SLAQPolicy",
     "ShortestPredictedPolicy", "SlotTracker", "SuccessiveHalvingPolicy", "assign_nodes",

@@ -63,18 +63,22 @@ __all__ = ["LARAParams", "LARAPolicy", "assign_nodes", "largest_remainder", "moo
            "steady_share"]
 
 
-def moore_hodgson(processing: np.ndarray, deadlines: np.ndarray) -> np.ndarray:
+def moore_hodgson(processing: np.ndarray, deadlines: np.ndarray,
+                  drop_weight: np.ndarray | None = None) -> np.ndarray:
     """The largest set of jobs that can all meet their deadlines on one machine.
 
     Moore (1968), "An n job, one machine sequencing algorithm for minimizing the number of
     late jobs" (Hodgson's simplification): take the jobs in earliest-deadline order; when
     the total processing time of the accepted jobs exceeds the current job's deadline,
     drop the accepted job with the longest processing time. The result is a maximum-size
-    on-time set, which EDF then schedules without lateness.
+    on-time set, which EDF then schedules without lateness. With ``drop_weight`` the job
+    dropped is the one with the largest ``processing * drop_weight`` (a weight below 1
+    protects a job; the set is then on time but may be smaller).
 
     Args:
         processing: float[n] processing times (>= 0).
         deadlines: float[n] deadlines, measured from now.
+        drop_weight: float[n] positive weights of the drop rule (None: all 1).
 
     Returns:
         int64[m] indices of the accepted jobs in EDF order (ties by index).
@@ -91,15 +95,18 @@ def moore_hodgson(processing: np.ndarray, deadlines: np.ndarray) -> np.ndarray:
         raise ValueError("processing and deadlines: expected finite values")
     if np.any(p < 0):
         raise ValueError(f"processing: expected times >= 0, got {p.tolist()}")
+    key = p if drop_weight is None else p * np.asarray(drop_weight, dtype=np.float64)
+    if key.shape != p.shape or not np.all(np.isfinite(key)):
+        raise ValueError(f"drop_weight: expected finite weights of shape {p.shape}")
     order = np.lexsort((np.arange(d.size), d))
-    heap: list[tuple[float, int]] = []  # (-processing, -index): pop the longest, latest index
+    heap: list[tuple[float, int]] = []  # (-key, -index): pop the largest key, latest index
     total = 0.0
     for j in order:
-        heapq.heappush(heap, (-p[j], -int(j)))
+        heapq.heappush(heap, (-key[j], -int(j)))
         total += p[j]
         if total > d[j] * (1 + 1e-12) + 1e-12:
-            neg_p, _ = heapq.heappop(heap)
-            total += neg_p
+            _, neg_i = heapq.heappop(heap)
+            total -= p[-neg_i]
     accepted = np.array(sorted(-i for _, i in heap), dtype=np.int64)
     return accepted[np.lexsort((accepted, d[accepted]))]
 
@@ -307,7 +314,8 @@ class LARAPolicy(CentralPolicy):
                 proc = pmath.pow(np.maximum(x[cand], 1.0), 1.0 - alpha) * r / v / plan_nodes
             else:
                 proc = r / (v * pmath.pow(np.minimum(plan_nodes, cap[cand]), alpha))
-            accepted = cand[moore_hodgson(proc, d)]
+            weight = self.drop_weight(view)
+            accepted = cand[moore_hodgson(proc, d, None if weight is None else weight[cand])]
 
         # 3. shares: steady shares in EDF order, leftovers to the earliest deadlines
         free = plan_nodes
@@ -315,7 +323,8 @@ class LARAPolicy(CentralPolicy):
             give = min(x[j], free)
             share[j] += give
             free -= give
-        rest = list(accepted) + ([j for j in edf if j not in set(accepted.tolist())]
+        rest = list(accepted) + ([j for j in self.leftover_order(view, edf)
+                                  if j not in set(accepted.tolist())]
                                  if p.work_conserving else [])
         for j in rest:
             if free <= 1e-12:
@@ -328,6 +337,16 @@ class LARAPolicy(CentralPolicy):
         self.last_plan = {"young": young, "accepted": acc, "remaining": remaining,
                           "share": share.copy()}
         return share
+
+    def drop_weight(self, view: ClusterView) -> np.ndarray | None:
+        """float64[K] weights of Moore-Hodgson's drop rule (None: LARA's, the longest
+        processing time goes; a subclass protects some tasks)."""
+        return None
+
+    def leftover_order(self, view: ClusterView, edf: np.ndarray) -> np.ndarray:
+        """The order in which the tasks outside the plan get the nodes it leaves free
+        (LARA: earliest deadline first)."""
+        return edf
 
     def decide(self, view: ClusterView) -> np.ndarray:
         share = self.shares(view)

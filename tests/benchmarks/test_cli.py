@@ -14,15 +14,16 @@ import pytest
 from benchmarks import cli, compare_checkpoints, marl, suites
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = ("demo", "default", "schedule", "baselines", "ablation", "forecast", "speed",
+SUITES = ("demo", "default", "schedule", "baselines", "ablation", "fairness", "forecast", "speed",
           "policy-time", "checkpoints", "live", "session", "marl", "soak")
 REQUIRED = {"checkpoints": ["a.pt"], "session": ["jobs.jsonl"]}
 """Positional arguments a suite needs to parse."""
-WITH_SEEDS = {"default", "schedule", "baselines", "ablation", "policy-time", "checkpoints",
-              "live", "marl"}
+WITH_SEEDS = {"default", "schedule", "baselines", "ablation", "fairness", "policy-time",
+              "checkpoints", "live", "marl"}
 ONE_PRESET = {"speed", "policy-time", "checkpoints", "live", "session", "soak"}
-MANY_PRESETS = {"default", "schedule", "baselines", "ablation", "marl"}
-WITH_WORKERS = {"default", "schedule", "baselines", "ablation", "checkpoints", "marl"}
+MANY_PRESETS = {"default", "schedule", "baselines", "ablation", "fairness", "marl"}
+WITH_WORKERS = {"default", "schedule", "baselines", "ablation", "fairness", "checkpoints",
+                "marl"}
 
 
 def subparsers() -> dict[str, argparse.ArgumentParser]:

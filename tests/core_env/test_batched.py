@@ -58,7 +58,8 @@ def test_batched_equals_pettingzoo(preset, seeds, steps, overrides, policy):
                 assert i in info["episode"]["env"].tolist()
                 row = info["episode"]["env"].tolist().index(i)
                 for key, val in inf["node_0"]["episode"].items():
-                    assert info["episode"][key][row] == val, key
+                    if key != "groups":  # the PettingZoo env's only (docs/env.md)
+                        assert info["episode"][key][row] == val, key
                 episodes_seen[i] += 1
                 po, _ = e.reset()  # continue env i's generator, like the auto-reset
             else:

@@ -73,6 +73,7 @@ CASES = (
     Case("CoRE-Switch-v0", "CoRE-Switch-v0", {}, (0,)),
     Case("CoRE-Cluster-v0", "CoRE-Cluster-v0", {}, (0,)),
     Case("CoRE-SwitchMix-v0", "CoRE-SwitchMix-v0", {"arrival_slots": 60}, (0, 1)),
+    Case("CoRE-Tenants-v0", "CoRE-Tenants-v0", {"arrival_slots": 60}, (0,)),
 )
 """Every preset, plus heterogeneous node speeds and a switching cost (whole episodes; the
 clusters of 64, 256 and 1,024 nodes with arrivals in their first 40, 10 and 5 slots only, and
@@ -105,8 +106,9 @@ def _sha(*arrays: np.ndarray) -> str:
 
 
 def workload_hash(wl: Workload) -> str:
-    """sha256 of every array of a workload (dtypes and shapes included)."""
-    return _sha(*wl)
+    """sha256 of every array of a workload (dtypes and shapes included; the tenants only
+    where there are any, so a workload without them hashes as before they existed)."""
+    return _sha(*(wl if wl.tenant is not None else wl[:-1]))
 
 
 def _episode(case: Case, policy_name: str, seed: int) -> dict[str, Any]:
@@ -125,6 +127,8 @@ def _episode(case: Case, policy_name: str, seed: int) -> dict[str, Any]:
         obs, rewards, _, _, infos = env.step(actions)
         h.update(np.float64(rewards[agents[0]]).tobytes())
     stats = dict(infos[agents[0]]["episode"])
+    groups = stats.pop("groups")  # (exact counts: their digest, not the whole dict)
+    stats["groups"] = hashlib.sha256(json.dumps(groups, sort_keys=True).encode()).hexdigest()
     return {"trajectory": h.hexdigest(), **stats}
 
 

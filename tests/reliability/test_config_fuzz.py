@@ -56,6 +56,12 @@ SPECIFIC_BAD: dict[str, list[Any]] = {
     "window": [(0, 5), (5, 4), (1, 10_001), (1.0, 2), (1,), (np.float64(1), 3)],
     "parallelism_choices": [(), (0,), (1025,), (1.5,), (1, -2), ("1",)],
     "alpha_range": [(0.0, 1.0), (0.5, 1.1), (0.9, 0.5)],
+    "tenant_shares": [(1.0,), (0.5, 0.6), (1.0, 0.0), (0.5, -0.5, 1.0), (0.5, "0.5"),
+                      (0.5,) * 2 + (0.0,) * 63],
+    # (CoRE-Small-v0 has no tenants: one entry for a tenant that does not exist)
+    "tenant_required_work": [((4.0, 20.0),), ((4.0, 20.0), (4.0, 20.0))],
+    "tenant_deadline_slack": [((1.0, 2.0),)],
+    "tenant_parallelism": [((1, 2),)],
     "shaping_beta": [-1.0, 100.5],
     "max_steps": [0, 1_000_001, 1.5, -3],
 }

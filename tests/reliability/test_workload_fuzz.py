@@ -17,7 +17,9 @@ from core_env.workload import Workload, generate_workload
 from .strategies import PROPERTY
 
 CFG = core_env.make_config("CoRE-Small-v0")
-FIELDS = tuple(f for f in Workload._fields if f != "episode_switch_cost")  # arrays
+FIELDS = tuple(f for f in Workload._fields
+               if f not in ("episode_switch_cost", "tenant"))  # arrays (tenant: below)
+KINDS = ("nan", "inf", "text", "object", "complex", "bool", "short", "extra_dim")
 
 
 def corrupt(wl: Workload, field: str, kind: str, rng: np.random.Generator) -> Workload:
@@ -116,3 +118,12 @@ def test_a_bad_episode_switch_cost_is_refused(value):
     with pytest.raises(ValueError, match="workload.episode_switch_cost"):
         core_env.CoreSchedulerEnv(CFG).reset(options={"workload": wl._replace(
             episode_switch_cost=value)})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_corrupted_tenant_array_is_refused_naming_it(kind):
+    cfg = core_env.make_config("CoRE-Tenants-v0", arrival_slots=20)
+    wl = generate_workload(cfg, np.random.default_rng(0))
+    env = core_env.CoreSchedulerEnv(cfg)
+    with pytest.raises(ValueError, match="workload.tenant"):
+        env.reset(options={"workload": corrupt(wl, "tenant", kind, np.random.default_rng(1))})
