@@ -442,6 +442,11 @@ class LiveSession:
 
     # ----- running -----
     @property
+    def slot(self) -> int:
+        """The current slot (the next one to run)."""
+        return int(self.base.sim.t[0])
+
+    @property
     def finished(self) -> bool:
         """True once the episode has ended (submissions closed and every job done)."""
         return not self.env.agents

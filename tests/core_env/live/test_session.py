@@ -58,7 +58,7 @@ def schedule_user_jobs(policy_name: str, **env_kw) -> dict[str, dict]:
         session.submit(sub(0.01, 0.05, 10, 2, name="unreachable"))
 
         def later(s: LiveSession) -> None:
-            if int(s.base.sim.t[0]) == 3:
+            if s.slot == 3:
                 s.submit(sub(1.0, 0.1, 8, 2, seed=1, name="late"))
 
         session.run(until_idle=True, on_slot=later)
@@ -304,7 +304,7 @@ def test_a_line_appended_while_the_session_runs_is_scheduled(tmp_path):
     env = LiveSessionEnv(preset="Live-Small-v0", pilots=None)
 
     def append(s: LiveSession) -> None:
-        if int(s.base.sim.t[0]) == 2:
+        if s.slot == 2:
             with open(path, "a") as f:
                 f.write(json.dumps(sub(1.0, 0.1, 10, 4, name="appended").to_dict()) + "\n")
 
