@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from core_env import pmath
+from core_env import dynamics, pmath
 from core_env.config import CoreConfig
 from core_env.curves import LOG_WORK_GRID
 from core_env.live.env import LiveSchedulerEnv
@@ -314,13 +314,8 @@ class LiveSessionEnv(LiveSchedulerEnv):
                 "clock": self.clock, "slot_seconds": self.slot_seconds,
                 "submitted": len(jobs), **totals,
                 "completion_rate": totals["completed"] / len(jobs) if jobs else 0.0,
-                "episode": {**self._base_stats(), **self.counts},
+                "episode": {**dynamics.episode_stats(self.sim, 0), **self.counts},
                 "timing": self.episode_timing(), "jobs": jobs}
-
-    def _base_stats(self) -> dict[str, Any]:
-        from core_env import dynamics
-
-        return dynamics.episode_stats(self.sim, 0)
 
     def _episode_stats(self) -> dict[str, Any]:
         self._sync_record()

@@ -23,10 +23,11 @@ SHOWN_FINISHED = 5
 """How many finished jobs the rich table keeps below the pending ones (the latest)."""
 
 
-def summary(session: Any) -> str:
-    """One line: slot, nodes busy last slot, jobs by status."""
+def summary(session: Any, rows: list[dict[str, Any]] | None = None) -> str:
+    """One line: slot, nodes busy last slot, jobs by status (``rows``: the session's
+    ``base.jobs()``, if already at hand)."""
     base = session.base
-    rows = base.jobs()
+    rows = base.jobs() if rows is None else rows
     counts = {s: sum(r["status"] == s for r in rows) for s in
               ("waiting", "queued", "running", "completed", "expired", "failed")}
     busy = int((base.sim.last_task[0] >= 0).sum())
@@ -81,7 +82,7 @@ class RichView:
         rows = base.jobs()
         pending = [r for r in rows if r["status"] in ("waiting", "queued", "running")]
         done = [r for r in rows if r not in pending][-SHOWN_FINISHED:]
-        table = Table(title=summary(session), title_justify="left")
+        table = Table(title=summary(session, rows), title_justify="left")
         for col in ("id", "name", "status", "nodes", "loss", "target", "progress",
                     "deadline in", "eta", "alpha"):
             table.add_column(col, justify="left" if col in ("name", "status") else "right")
