@@ -22,7 +22,7 @@ RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: demo test bench-speed docs data test-rllib marl check-core clean
+.PHONY: marl-rllib demo test bench-speed docs data test-rllib marl check-core clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,11 +63,15 @@ test-rllib: $(RLLIB_STAMP)
 	$(RLLIB_PY) -c "import gymnasium, ray; print('gymnasium', gymnasium.__version__, 'ray', ray.__version__)"
 	$(RLLIB_PY) -m pytest -q tests/integrations/test_rllib.py tests/core_env
 
-# the MARL suite: MaskablePPO, MAPPO and IPPO train in .venv (sb3 and torchrl extras), RLlib PPO
-# in .venv-rllib; then all run paired with LARA and MARA (docs/integrations.md)
+# the MARL suite: MaskablePPO, MAPPO and IPPO train on the batched simulator in .venv (sb3 and
+# torchrl extras) for a ladder of budgets, then run paired with random, EDF, LARA and MARA
+# (docs/integrations.md); `make marl-rllib` adds RLlib PPO, which trains in .venv-rllib
 MARL_STAMP := $(call stamp,$(EXTRAS)$(comma)sb3$(comma)torchrl)
-marl: $(MARL_STAMP) $(RLLIB_STAMP)
+marl: $(MARL_STAMP)
 	$(PY) -m benchmarks marl
+
+marl-rllib: $(MARL_STAMP) $(RLLIB_STAMP)
+	$(PY) -m benchmarks marl --algorithms maskable_ppo mappo ippo rllib_ppo
 
 # `pip install -e .` alone gives a working core_env without torch (CI checks it)
 check-core:

@@ -1,20 +1,23 @@
-"""``mara-bench marl``: the standard MARL algorithms trained on the benchmark, each for the
-same budget of env steps, then run paired with LARA and MARA on the same seeds.
+"""``mara-bench marl``: the standard MARL algorithms trained on the benchmark for a ladder of
+env-step budgets, then run paired with random, EDF, LARA and MARA on the same seeds.
 
-1. **Train** every (preset, algorithm) that has no model yet in ``<out>/models``, at most
-   ``workers`` at a time, each in its own process on one thread
-   (``python -m mara_agents.marl train ...``; ``rllib_ppo`` with RLlib's own environment's
-   Python, ``.venv-rllib/bin/python``). A model already there is kept if it was trained
-   with the same budget and seed, and refused otherwise.
-2. **Evaluate** LARA, MARA and every trained model on seeds ``seed_offset ..
-   seed_offset + seeds - 1`` (default 0-49) of each preset (the episode store of the other
-   suites: resumable, paired).
-3. **Report** into ``<out>``: ``table.md`` (completion, paired difference to LARA and to
-   MARA), ``training.md`` (env steps, wall time, library, command per model),
-   ``curve_<algorithm>.png`` (the training episodes' completion rate against env steps),
-   and the other suites' ``results.json`` / ``results.csv``.
+1. **Train** every (budget, preset, algorithm) that has no model yet, at most ``workers`` at
+   a time, each in its own process on one thread (``python -m mara_agents.marl train ...``;
+   ``rllib_ppo`` with RLlib's own environment's Python, ``.venv-rllib/bin/python``). The
+   largest budget's models go to ``<out>/models`` (what the plain policy names run), each
+   smaller budget's to ``<out>/models-<budget>``. A model already there is kept if it was
+   trained with the same budget and seed, and refused otherwise.
+2. **Evaluate** random, EDF, LARA, MARA (on the presets it runs on) and every trained model
+   on seeds ``seed_offset .. seed_offset + seeds - 1`` (default 0-49) of each preset (the
+   episode store of the other suites: resumable, paired).
+3. **Report** into ``<out>``: ``table.md`` (the suites' table against LARA, then
+   :func:`learning_table`: per budget and model, completion and the paired differences to
+   random, EDF, LARA and MARA, training env steps per second and wall time),
+   ``training.md`` (env steps, wall time, library, command per model),
+   ``curve_<algorithm>.png`` (the training episodes' completion rate against env steps,
+   one line per preset and budget), and the other suites' ``results.json`` / ``results.csv``.
 
-    mara-bench marl --presets CoRE-v0 --algorithms ippo mappo --seeds 50 --out results/marl
+    mara-bench marl --presets CoRE-v0 --algorithms ippo mappo --env-steps 200000 2000000
 """
 
 from __future__ import annotations
@@ -35,11 +38,20 @@ from benchmarks.store import write_atomic
 from core_env.utils.checks import check_int, fail
 from mara_agents.marl import ALGORITHMS, MODELS_DIR, PORTABLE_TORCH, model_file
 
-PRESETS = ("CoRE-v0", "CoRE-Heavy-v0")
+PRESETS = ("CoRE-Small-v0", "CoRE-v0")
 """The presets the algorithms are trained and evaluated on."""
 
-ENV_STEPS = 200_000
-"""The training budget of every algorithm, in env steps (slots of the whole cluster)."""
+ENV_STEPS = (200_000, 2_000_000)
+"""The budget ladder: each algorithm trains once per budget, in env steps (slots of the
+whole cluster)."""
+
+DEFAULT_ALGORITHMS = ("maskable_ppo", "mappo", "ippo")
+"""The algorithms the suite trains unless told otherwise: those that train on the batched
+simulator (:mod:`mara_agents.marl.vector`). ``rllib_ppo`` steps one env at a time through
+RLlib's own multi-agent runner (docs/integrations.md says why) and is added by name."""
+
+REFERENCES = ("random", "edf", "lara", "mara")
+"""The policies every trained model is compared with, paired (MARA where it runs)."""
 
 SEEDS = 50
 """Evaluation seeds: 50 (0..49 with the default offset 0, the schedule suite's)."""
@@ -120,8 +132,16 @@ def policy_name(algorithm: str, models: Path) -> str:
     return algorithm if models == MODELS_DIR else f"{algorithm}@{models}"
 
 
+def models_dir(out: Path, budget: int, budgets: Sequence[int]) -> Path:
+    """Where a budget's models go: ``<out>/models`` for the largest of ``budgets``, else
+    ``<out>/models-<budget>``."""
+    return out / "models" if budget == max(budgets) else out / f"models-{budget}"
+
+
 def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
-        algorithms: Sequence[str] = ALGORITHMS, env_steps: int = ENV_STEPS, seeds: int = SEEDS,
+        algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+        env_steps: Sequence[int] = ENV_STEPS,
+        seeds: int = SEEDS,
         workers: int = 2, rllib_python: Path = RLLIB_PYTHON,
         progress: bool = True, seed_offset: int = 0) -> str:
     """Train what is missing, evaluate on seeds ``seed_offset .. seed_offset + seeds - 1``,
@@ -133,7 +153,13 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
     """
     import core_env
 
-    for name, value, low in (("env_steps", env_steps, 1), ("seeds", seeds, 1),
+    if isinstance(env_steps, int):
+        env_steps = (env_steps,)
+    if not env_steps or len(set(env_steps)) != len(env_steps):
+        fail("env_steps", list(env_steps), "one or more distinct budgets")
+    for budget in env_steps:
+        check_int("env_steps", budget, 1)
+    for name, value, low in (("seeds", seeds, 1),
                              ("seed_offset", seed_offset, 0), ("workers", workers, 1)):
         check_int(name, value, low)
     bad = [a for a in algorithms if a not in ALGORITHMS]
@@ -146,47 +172,74 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
                 rllib_python, progress)
 
 
-def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str], env_steps: int,
-         seeds: int, seed_offset: int, workers: int, rllib_python: Path,
-         progress: bool) -> str:
+def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
+         env_steps: Sequence[int], seeds: int, seed_offset: int, workers: int,
+         rllib_python: Path, progress: bool) -> str:
     """:func:`run` on checked arguments (a stored model or RLlib's Python checked here)."""
-    from mara_agents.mat.checkpoint import shipped
-
-    models, seed = out / "models", TRAIN_SEED
-    jobs = [(a, p, model_file(models, p, a, seed)) for p in presets for a in algorithms]
-    blobs = {}
-    for algo, preset, path in jobs:
+    seed = TRAIN_SEED
+    budgets = sorted(env_steps)
+    jobs = [(b, a, p, model_file(models_dir(out, b, budgets), p, a, seed))
+            for b in budgets for p in presets for a in algorithms]
+    blobs: dict[tuple[int, str, str], dict] = {}
+    for budget, algo, preset, path in jobs:
         if path.is_file():
-            blobs[(algo, preset)] = check_model(path, algo, preset, env_steps, seed)
+            blobs[(budget, algo, preset)] = check_model(path, algo, preset, budget, seed)
         elif algo == "rllib_ppo" and not Path(rllib_python).is_file():
             raise ValueError(f"rllib_ppo needs RLlib's own environment ({rllib_python} is "
                              f"missing): run `make .venv-rllib/.installed`, or leave "
                              f"rllib_ppo out of --algorithms")
-    train_missing(jobs, env_steps, seed, workers, Path(rllib_python), progress)
-    blobs = {(a, p): blobs.get((a, p)) or check_model(path, a, p, env_steps, seed)
-             for a, p, path in jobs}  # the models trained now are checked here
-    names = {a: policy_name(a, models) for a in algorithms}
-    refs = ["lara", *(["mara"] if shipped().is_file() and _fits("mara", presets) else [])]
-    policies = [*refs, *names.values()]
+    for budget in budgets:
+        train_missing([(a, p, path) for b, a, p, path in jobs if b == budget], budget, seed,
+                      workers, Path(rllib_python), progress)
+    blobs = {(b, a, p): blobs.get((b, a, p)) or check_model(path, a, p, b, seed)
+             for b, a, p, path in jobs}  # the models trained now are checked here
+    names = {(b, a): policy_name(a, models_dir(out, b, budgets))
+             for b in budgets for a in algorithms}
     from mara_agents.policy import policy_fingerprint
 
     evaluated = range(seed_offset, seed_offset + seeds)
-    specs = [EpisodeSpec(p, pol, s) for p in presets for pol in policies for s in evaluated]
+    specs = [EpisodeSpec(p, pol, s) for p in presets
+             for pol in [*(r for r in REFERENCES if _fits(r, [p])), *names.values()]
+             for s in evaluated]
+    policies = list(dict.fromkeys(spec.policy for spec in specs))
     results = run_episodes(specs, out, workers=workers, progress=progress,
                            policy_hashes={p: policy_fingerprint(p) for p in policies})
     meta = {"suite": "marl", "policies": policies, "presets": list(presets),
-            "seeds": list(evaluated), "env_steps": env_steps, "train_seed": seed,
+            "seeds": list(evaluated), "env_steps": budgets, "train_seed": seed,
             "reference": "lara"}
     table = write_report(results, out, meta)
-    if "mara" in refs:
-        vs_mara = [r for r in summarise(results, "mara") if r["policy"] in names.values()]
-        table += "\n" + markdown_table(
-            ["preset", "policy", "vs MARA, paired (95% CI)"],
-            [[r["preset"], r["policy"], _pts(r)] for r in vs_mara])
+    table += "\n" + learning_table(results, names, blobs)
     write_atomic(out / "table.md", table)
-    write_atomic(out / "training.md", training_table(blobs, models))
+    write_atomic(out / "training.md", training_table(blobs, out, budgets))
     plot_curves(blobs, out)
     return table
+
+
+def learning_table(results: Sequence[dict[str, Any]], names: dict[tuple[int, str], str],
+                   blobs: dict[tuple[int, str, str], dict]) -> str:
+    """Markdown, one row per (preset, budget, algorithm): completion, the paired difference
+    to each of :data:`REFERENCES` that ran on the preset, the training env steps per second
+    (env steps taken / wall seconds) and the wall time."""
+    by_ref = {ref: {(r["preset"], r["policy"]): r for r in summarise(results, ref)}
+              for ref in REFERENCES}
+    rows = []
+    for (budget, algo, preset), blob in sorted(blobs.items(), key=lambda kv: (
+            kv[0][2], kv[0][0], ALGORITHMS.index(kv[0][1]))):
+        name = names[(budget, algo)]
+        own = by_ref["lara"].get((preset, name))
+        if own is None:
+            continue
+        cells = [preset, f"{budget:,}", algo, f"{100 * own['completion_rate']:.1f}%"]
+        for ref in REFERENCES:
+            r = by_ref[ref].get((preset, name))
+            cells.append(_pts(r) if r is not None and "diff_vs_ref" in r else "-")
+        wall = blob["wall_seconds"]
+        cells += [f"{blob['curve']['steps'] / max(wall, 1e-9):,.0f}", f"{wall / 60:.1f}"]
+        rows.append(cells)
+    return markdown_table(["preset", "budget (env steps)", "algorithm", "completion",
+                           *(f"vs {r}, paired (95% CI)" for r in REFERENCES),
+                           "training env steps/s", "wall min"], rows,
+                          title="What learns: each trained model against the references")
 
 
 def _fits(policy: str, presets: Sequence[str]) -> bool:
@@ -206,14 +259,16 @@ def _pts(r: dict[str, Any]) -> str:
             f"{100 * r['diff_ci_high']:+.1f})")
 
 
-def training_table(blobs: dict[tuple[str, str], dict], models: Path) -> str:
+def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
+                   budgets: Sequence[int]) -> str:
     """Markdown: one row per model (budget, wall time, library, last training episodes)."""
     rows = []
-    for (algo, preset), b in blobs.items():
+    for (budget, algo, preset), b in blobs.items():
         rates = b["curve"]["completion_rate"][-20:]
         last = f"{100 * sum(rates) / len(rates):.1f}%" if rates else "-"
         command = train_command("python", algo, preset, b["env_steps"], b["seed"],
-                                model_file(models, preset, algo, b["seed"]))
+                                model_file(models_dir(out, budget, budgets), preset, algo,
+                                           b["seed"]))
         rows.append([algo, preset, f"{b['curve']['steps']:,}", f"{b['wall_seconds'] / 60:.1f}",
                      f"{b['library']['name']} {b['library']['version']}", last,
                      f"`{' '.join(command)}`"])
@@ -221,23 +276,25 @@ def training_table(blobs: dict[tuple[str, str], dict], models: Path) -> str:
                            "last 20 training episodes", "command"], rows)
 
 
-def plot_curves(blobs: dict[tuple[str, str], dict], out: Path, window: int = 20) -> None:
+def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int = 20) -> None:
     """``curve_<algorithm>.png``: completion rate of the training episodes (moving mean over
-    ``window`` episodes) against env steps, one line per preset."""
+    ``window`` episodes) against env steps, one line per preset and budget."""
     import numpy as np
 
     from benchmarks.plots import _pyplot, save_figure
 
     plt = _pyplot()
-    for algo in dict.fromkeys(a for a, _ in blobs):
+    for algo in dict.fromkeys(a for _, a, _ in blobs):
         fig, ax = plt.subplots(figsize=(7, 4))
-        for (a, preset), b in blobs.items():
+        for (budget, a, preset), b in blobs.items():
             if a != algo or not b["curve"]["env_steps"]:
                 continue
             x = np.asarray(b["curve"]["env_steps"])
             y = 100 * np.asarray(b["curve"]["completion_rate"])
             w = min(window, len(y))
-            ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, "valid"), label=preset)
+            ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, "valid"),
+                    label=f"{preset}, {budget:,} steps")
+        ax.set_xscale("log")
         ax.set_xlabel("env steps (slots) trained")
         ax.set_ylabel(f"completion rate (%), mean of {window} training episodes")
         ax.set_title(f"{algo}: training episodes (seed {next(iter(blobs.values()))['seed']})")
@@ -252,17 +309,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # plain ids: the trained models are stored per preset (no overrides)
     add_presets(parser, PRESETS, choices=tuple(core_env.PRESETS),
                 help="presets to train and evaluate on")
-    parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS),
-                        help="the algorithms")
-    parser.add_argument("--env-steps", type=integer(1), default=ENV_STEPS,
-                        help="training budget of every algorithm (env steps)")
+    parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS,
+                        default=list(DEFAULT_ALGORITHMS),
+                        help="the algorithms (rllib_ppo: add it by name; it needs RLlib's own "
+                             "environment)")
+    parser.add_argument("--env-steps", type=integer(1), nargs="+", default=list(ENV_STEPS),
+                        help="the budget ladder: every algorithm trains once per budget "
+                             "(env steps)")
     add_seeds(parser, seeds=SEEDS)
     add_workers(parser, help="training runs and episodes at a time")
     parser.add_argument("--rllib-python", type=Path, default=RLLIB_PYTHON,
                         help="the Python of RLlib's own environment (make "
                              ".venv-rllib/.installed)")
     add_out(parser, MODELS_DIR.parent,
-            "results folder (models in <out>/models); rerun to resume")
+            "results folder (the largest budget's models in <out>/models, the others' in "
+            "<out>/models-<budget>); rerun to resume")
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -270,12 +331,15 @@ def run_command(args: argparse.Namespace) -> int:
     for repeats, and the stored models and RLlib's Python in :func:`_run`."""
     if len(set(args.algorithms)) != len(args.algorithms):
         fail("algorithms", args.algorithms, "each at most once")
+    if len(set(args.env_steps)) != len(args.env_steps):
+        fail("env_steps", args.env_steps, "each budget at most once")
     print(_run(args.out, args.presets, args.algorithms, args.env_steps, args.seeds,
                args.seed_offset, args.workers, args.rllib_python, progress=True))
     print(f"results in {args.out}/ (training.md, curve_<algorithm>.png)")
     return 0
 
 
-COMMAND = Command("marl", "train MaskablePPO, MAPPO, IPPO and RLlib PPO for the same env-step "
-                          "budget, then run them paired with LARA and MARA",
+COMMAND = Command("marl", "train MaskablePPO, MAPPO, IPPO and RLlib PPO for a ladder of "
+                          "env-step budgets, then run them paired with random, EDF, LARA "
+                          "and MARA",
                   add_arguments, run_command)

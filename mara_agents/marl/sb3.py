@@ -1,6 +1,9 @@
 """sb3-contrib's MaskablePPO on the centralised Gymnasium view: one agent picks every node's
 action at once (``MultiDiscrete([K + 1] * N)``) from the global ``state``, with the env's
-``action_masks()``. Needs the ``sb3`` extra (``pip install -e ".[sb3]"``).
+``action_masks()``. It trains on ``num_envs`` envs of the batched simulator at once
+(:class:`~mara_agents.marl.vector.CoreVecEnv`; ``num_envs=0``: one
+:class:`~core_env.central.CentralCoreEnv`, the reference path). Needs the ``sb3`` extra
+(``pip install -e ".[sb3]"``).
 
     python -m mara_agents.marl train maskable_ppo --preset CoRE-v0 --env-steps 200000 --out m.pt
 
@@ -19,19 +22,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from mara_agents.marl.common import (ACTIVATIONS, CurveLog, PPOSettings, RecordGym, check_layout,
-                                     env_layout, load_model, save_model)
+from mara_agents.marl.common import (ACTIVATIONS, BatchedPPOSettings, CurveLog, RecordGym,
+                                     check_layout, env_layout, load_model, save_model)
 
 
 @dataclasses.dataclass(frozen=True)
-class MaskablePPOConfig(PPOSettings):
+class MaskablePPOConfig(BatchedPPOSettings):
     """MaskablePPO settings (SB3's defaults but for the batch size, epochs, width and
     entropy bonus, which match the TorchRL runs)."""
 
     def sb3_kwargs(self) -> dict[str, Any]:
         """These settings under SB3's names (``MaskablePPO(**kwargs)``; ``hidden`` is the
-        policy's ``net_arch``)."""
-        return {"n_steps": self.steps_per_update, "batch_size": self.minibatch_size,
+        policy's ``net_arch``; ``n_steps`` is per env)."""
+        return {"n_steps": self.steps_per_env, "batch_size": self.minibatch_size,
                 "n_epochs": self.epochs, "learning_rate": self.lr, "ent_coef": self.ent_coef,
                 "gamma": self.gamma, "gae_lambda": self.gae_lambda}
 
@@ -44,17 +47,22 @@ def _policy_kwargs(config: dict[str, Any]) -> dict[str, Any]:
 def train(preset: str, env_steps: int, seed: int, out: str | Path,
           config: MaskablePPOConfig = MaskablePPOConfig(), threads: int = 1) -> Path:
     """Train MaskablePPO for ``env_steps`` slots on ``preset``'s centralised view and write
-    the model file; returns ``out``."""
+    the model file; returns ``out``. Env b of ``config.num_envs`` plays the episodes of seed
+    ``seed + b`` (SB3's ``VecEnv.seed``)."""
     import gymnasium
     from sb3_contrib import MaskablePPO
 
     import core_env
+    from mara_agents.marl.vector import CoreVecEnv
 
     started = time.perf_counter()
     torch.set_num_threads(threads)
     log = CurveLog()
-    env = RecordGym(gymnasium.make(f"core_env:core_env/{preset}"), log)
-    env.reset(seed=seed)
+    if config.num_envs:
+        env = CoreVecEnv(preset, config.num_envs, seed=seed, log=log)
+    else:
+        env = RecordGym(gymnasium.make(f"core_env:core_env/{preset}"), log)
+        env.reset(seed=seed)
     model = MaskablePPO("MultiInputPolicy", env, seed=seed, device="cpu", verbose=0,
                         policy_kwargs=_policy_kwargs(dataclasses.asdict(config)),
                         **config.sb3_kwargs())

@@ -1,6 +1,8 @@
 """MAPPO and IPPO with TorchRL's own objectives (``torchrl.objectives.MAPPOLoss`` and
-``IPPOLoss``) over the PettingZoo env through ``PettingZooWrapper``. Needs the ``torchrl``
-extra (``pip install -e ".[torchrl]"``)::
+``IPPOLoss``) on ``num_envs`` envs of the batched simulator at once
+(:class:`~mara_agents.marl.vector.CoreTorchEnv`, the keys and specs of ``PettingZooWrapper``
+with an env dimension; ``num_envs=0``: the PettingZoo env through ``PettingZooWrapper``, the
+reference path). Needs the ``torchrl`` extra (``pip install -e ".[torchrl]"``)::
 
     python -m mara_agents.marl train mappo --preset CoRE-v0 --env-steps 200000 --out m.pt
 
@@ -8,9 +10,9 @@ Both train one actor shared by every node (an :func:`~mara_agents.marl.common.ml
 node's own features, masked with its ``action_mask``); they differ in the critic: ``mappo``
 (Yu et al. 2022) gives every node one value of the env's global ``state()``, ``ippo`` (de Witt
 et al. 2020) each node a value of its own features (shared weights). The loop is TorchRL's
-multi-agent PPO tutorial's: a ``Collector`` gathers ``frames_per_batch`` env steps, the
-advantage is computed once (``MultiAgentGAE``), then ``epochs`` passes of minibatches. Why
-not BenchMARL: ``docs/integrations.md``.
+multi-agent PPO tutorial's: a ``Collector`` gathers ``frames_per_batch`` env steps (all the
+envs' together), the advantage is computed once (``MultiAgentGAE``), then ``epochs`` passes
+of minibatches. Why not BenchMARL: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -22,15 +24,13 @@ from pathlib import Path
 import torch
 
 import core_env
-from mara_agents.marl.common import (CurveLog, PPOSettings, RecordParallel, env_layout, mlp,
-                                     save_model)
-
-GROUP = "node"
-"""TorchRL's group of the agents ``node_0 .. node_{N-1}``."""
+from mara_agents.marl.common import (BatchedPPOSettings, CurveLog, RecordParallel, env_layout,
+                                     mlp, save_model)
+from mara_agents.marl.vector import GROUP, CoreTorchEnv
 
 
 @dataclasses.dataclass(frozen=True)
-class TorchRLPPOConfig(PPOSettings):
+class TorchRLPPOConfig(BatchedPPOSettings):
     """MAPPO / IPPO settings (TorchRL's tutorial values)."""
 
     clip: float = 0.2
@@ -55,7 +55,10 @@ class CentralValue(torch.nn.Module):
 
 def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Path,
           config: TorchRLPPOConfig = TorchRLPPOConfig(), threads: int = 1) -> Path:
-    """Train ``mappo`` or ``ippo`` for ``env_steps`` slots and write the model file.
+    """Train ``mappo`` or ``ippo`` for ``env_steps`` slots and write the model file. Env b of
+    ``config.num_envs`` plays the episodes of seed ``seed + b`` (``num_envs=0``: from the
+    seed's second episode on, as ``PettingZooWrapper`` resets once when it is seeded and the
+    collector again).
 
     Returns:
         ``out``.
@@ -76,8 +79,11 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
     log = CurveLog()
     base = core_env.parallel_env(preset=preset)
     layout = env_layout(base)
-    env = PettingZooWrapper(RecordParallel(base, log), return_state=True,
-                            categorical_actions=True, seed=seed)
+    if config.num_envs:
+        env = CoreTorchEnv(preset, config.num_envs, seed=seed, log=log)
+    else:
+        env = PettingZooWrapper(RecordParallel(base, log), return_state=True,
+                                categorical_actions=True, seed=seed)
     n, d, s, k1 = (layout[x] for x in ("n_nodes", "obs_dim", "state_dim", "n_actions"))
     sizes = [d, *config.hidden, k1]
     actor_net = mlp(sizes)
@@ -112,7 +118,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         with torch.no_grad():
             loss.value_estimator(batch, params=loss.critic_network_params,
                                  target_params=loss.target_critic_network_params)
-        buffer.extend(batch.reshape(-1))
+        buffer.extend(batch.reshape(-1).exclude("next"))  # the loss reads no "next" entry
         for _ in range(config.epochs):
             for _ in range(config.steps_per_update // config.minibatch_size):
                 parts = loss(buffer.sample())

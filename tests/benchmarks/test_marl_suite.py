@@ -1,5 +1,6 @@
-"""mara-bench marl: trains what is missing (each model once), evaluates paired with LARA,
-writes its tables and curves, resumes, and refuses what does not fit before anything runs."""
+"""mara-bench marl: trains what is missing (each model once per budget of the ladder),
+evaluates paired with random, EDF and LARA, writes its tables and curves, resumes, and refuses
+what does not fit before anything runs."""
 
 from __future__ import annotations
 
@@ -23,25 +24,28 @@ PRESET = "CoRE-Small-v0"
 @pytest.mark.slow
 def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
     args = ["marl", "--presets", PRESET, "--algorithms", "maskable_ppo", "ippo",
-            "--env-steps", "300", "--seeds", "2", "--out", str(tmp_path)]
+            "--env-steps", "600", "300", "--seeds", "2", "--out", str(tmp_path)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    models = tmp_path / "models"
+    # the largest budget's models where the plain names look, the smaller one's beside them
+    folders = {600: tmp_path / "models", 300: tmp_path / "models-300"}
     for algo in ("maskable_ppo", "ippo"):
-        assert f"| {PRESET} | {algo}@{models} | 2 |" in out
         assert (tmp_path / f"curve_{algo}.png").stat().st_size > 0
-        assert model_file(models, PRESET, algo).is_file()
-    assert "| lara | 2 |" in out and "mara" not in out.split("results in")[0].replace(
-        "mara_agents", "")  # the shipped MARA cannot run on 4 nodes
+        for budget, models in folders.items():
+            assert f"| {PRESET} | {algo}@{models} | 2 |" in out
+            assert f"| {PRESET} | {budget} | {algo} |" in out  # the learning table
+            assert model_file(models, PRESET, algo).is_file()
+    for ref in ("random", "edf", "lara"):
+        assert f"| {ref} | 2 |" in out
+    assert "| mara | 2 |" not in out  # the shipped MARA cannot run on 4 nodes
     training = (tmp_path / "training.md").read_text()
-    assert "| maskable_ppo | CoRE-Small-v0 | 2,048 |" in training  # one whole rollout
     assert "python -m mara_agents.marl train ippo --preset CoRE-Small-v0 --env-steps 300" \
         in training
     payload = json.loads((tmp_path / "results.json").read_text())
-    assert payload["env_steps"] == 300 and len(payload["episodes"]) == 6
+    assert payload["env_steps"] == [300, 600] and len(payload["episodes"]) == 14
     assert all(e["illegal_actions"] == 0 for e in payload["episodes"])
 
-    stamps = {p: p.stat().st_mtime_ns for p in models.rglob("*.pt")}
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")}
 
     real = marl.train_missing
 
@@ -52,9 +56,9 @@ def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(marl, "train_missing", nothing_to_train)
     time.sleep(0.01)
     assert main(args) == 0
-    assert {p: p.stat().st_mtime_ns for p in models.rglob("*.pt")} == stamps
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")} == stamps
     # the same folder with another budget is refused, naming the model
-    with pytest.raises(ValueError, match="trained with .*'env_steps': 300.*'env_steps': 400"):
+    with pytest.raises(ValueError, match="trained with .*'env_steps': 600.*'env_steps': 400"):
         marl.run(tmp_path, [PRESET], ["ippo"], env_steps=400, seeds=2, progress=False)
 
 
@@ -69,6 +73,8 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path, monkeypatch):
         marl.run(tmp_path, ["CoRE-v9"], ["ippo"], env_steps=10, seeds=2)
     with pytest.raises(ValueError, match="env_steps"):
         marl.run(tmp_path, [PRESET], ["ippo"], env_steps=0, seeds=2)
+    with pytest.raises(ValueError, match="env_steps"):
+        marl.run(tmp_path, [PRESET], ["ippo"], env_steps=[100, 100], seeds=2)
     assert not (tmp_path / "models").exists()
 
 

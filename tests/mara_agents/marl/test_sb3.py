@@ -70,9 +70,10 @@ def test_policy_plays_what_sb3_predicts(tmp_path):
 
 
 def test_train_writes_a_model_with_its_curve(tmp_path):
-    path = train("maskable_ppo", PRESET, 512, 0, tmp_path / "m.pt")
+    # two updates: the default 64 envs take 64 steps each, past the shortest episodes (40)
+    path = train("maskable_ppo", PRESET, 4096, 0, tmp_path / "m.pt")
     blob = load_model(path, "maskable_ppo")
-    assert blob["env_steps"] == 512 and blob["preset"] == PRESET
+    assert blob["env_steps"] == 4096 and blob["preset"] == PRESET
     curve = blob["curve"]
     assert curve["env_steps"] == sorted(curve["env_steps"]) and curve["env_steps"]
     assert all(0.0 <= r <= 1.0 for r in curve["completion_rate"])
