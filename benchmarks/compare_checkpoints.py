@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.flags import Command, add_out, add_presets, add_seeds, add_workers, write_json
-from benchmarks.report import markdown_table
+from benchmarks.report import audit_cells, audit_row, markdown_table
 from benchmarks.runner import map_pinned
 from benchmarks.stats import mean_ci
 from core_env.utils.checks import check_int
@@ -45,7 +45,7 @@ class CheckpointEpisode:
     seed: int
 
 
-def _run(spec: CheckpointEpisode) -> float:
+def _run(spec: CheckpointEpisode) -> dict[str, Any]:
     import core_env
     from mara_agents.policy import make_policy, run_episode
 
@@ -55,7 +55,8 @@ def _run(spec: CheckpointEpisode) -> float:
     else:
         # "a.pt,b.pt" is an ensemble; one file is a list of one, decoded as that file alone
         env, policy = make_policy("mara", base, checkpoint=spec.checkpoint.split(","))
-    return float(run_episode(env, policy, spec.seed)["completion_rate"])
+    stats = run_episode(env, policy, spec.seed)
+    return {"completion_rate": float(stats["completion_rate"]), "groups": stats["groups"]}
 
 
 def run(checkpoints: Sequence[str | Path], preset: str = "CoRE-v0", seeds: int = 48,
@@ -97,14 +98,16 @@ def _compare(names: list[str], preset: str, seeds: int, seed_offset: int, worker
     cols: list[str | None] = [*names, None]
     specs = [CheckpointEpisode(preset, c, s) for c in cols
              for s in range(seed_offset, seed_offset + seeds)]
-    rates = map_pinned(_run, specs, workers, progress="checkpoints" if progress else None)
-    table = np.asarray(rates).reshape(len(cols), seeds) * 100.0
+    episodes = map_pinned(_run, specs, workers, progress="checkpoints" if progress else None)
+    table = np.asarray([e["completion_rate"] for e in episodes]).reshape(len(cols), seeds) * 100
     rows = []
-    for name, r in zip(names, table):
+    for i, (name, r) in enumerate(zip(names, table)):
         rows.append({"checkpoint": name, "completion": mean_ci(r),
-                     "vs_first": mean_ci(r - table[0]), "vs_lara": mean_ci(r - table[-1])})
+                     "vs_first": mean_ci(r - table[0]), "vs_lara": mean_ci(r - table[-1]),
+                     **audit_row(episodes[i * seeds:(i + 1) * seeds])})
     return {"preset": preset, "seeds": [seed_offset, seed_offset + seeds - 1],
-            "lara": mean_ci(table[-1]), "rows": rows,
+            "lara": mean_ci(table[-1]), "lara_audit": audit_row(episodes[-seeds:]),
+            "rows": rows,
             "per_seed": {c or REFERENCE: t.tolist() for c, t in zip(cols, table)}}
 
 
@@ -117,9 +120,12 @@ def _fmt(ci: tuple[float, float, float], sign: bool = True) -> str:
 def format_table(res: dict[str, Any]) -> str:
     lo, hi = res["seeds"]
     return markdown_table(
-        ["checkpoint", "completion %", "- first, paired", "- LARA, paired"],
+        ["checkpoint", "completion %", "- first, paired", "- LARA, paired", "worst group",
+         "largest gap"],
         [[row["checkpoint"], _fmt(row["completion"], sign=False), _fmt(row["vs_first"]),
-          _fmt(row["vs_lara"])] for row in res["rows"]],
+          _fmt(row["vs_lara"]), *audit_cells(row)] for row in res["rows"]]
+        + [["LARA", _fmt(res["lara"], sign=False), "-", "-",
+            *audit_cells(res.get("lara_audit", {}))]],
         title=(f"Greedy MARA checkpoints on {res['preset']}, seeds {lo}-{hi} (LARA "
                f"{_fmt(res['lara'], sign=False)}%)"))
 

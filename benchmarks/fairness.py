@@ -10,8 +10,13 @@ worst group and largest gap of every row) and adds, from the episodes' group cou
   the groups of the tenant and work groupings;
 * per preset, one table per grouping: each policy's completion rate in each group;
 
+* per preset with tenants, the frontier: each policy's overall and worst-tenant completion,
+  their ratio, and the policies better than it on both (none: it is on the frontier);
+
 and ``fairness_<preset>.png``: per policy, overall and worst-tenant (else worst-group)
-completion against load (presets that differ in more than their load get a numbered name).
+completion against load (presets that differ in more than their load get a numbered name);
+``frontier_<preset>.png`` per preset with tenants: worst-tenant against overall completion,
+one point per policy, MARA-fair's settings joined in order of f.
 """
 
 from __future__ import annotations
@@ -124,6 +129,88 @@ def group_tables(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def dominated_by(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """(preset, policy) -> the policies of the same preset with a higher overall and a higher
+    worst-tenant completion (rows with tenants only)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    tenants = [r for r in rows if "worst_tenant" in r]
+    for r in tenants:
+        out[(r["preset"], r["policy"])] = [
+            o["policy"] for o in tenants if o["preset"] == r["preset"]
+            and o["completion_rate"] > r["completion_rate"]
+            and o["worst_tenant"] > r["worst_tenant"]]
+    return out
+
+
+def format_frontier(rows: Sequence[dict[str, Any]]) -> str:
+    """The frontier table (see the module docstring); '' without tenants."""
+    dom = dominated_by(rows)
+    body = [[r["preset"], r["policy"], _pct(r["completion_rate"]), _pct(r["worst_tenant"]),
+             f"{r['worst_tenant'] / r['completion_rate']:.2f}" if r["completion_rate"] else "-",
+             ", ".join(dom[(r["preset"], r["policy"])]) or "none (on the frontier)"]
+            for r in rows if "worst_tenant" in r]
+    if not body:
+        return ""
+    return markdown_table(["preset", "policy", "overall", "worst tenant", "worst / overall",
+                           "better on both"], body,
+                          title="The frontier: overall against worst-tenant completion")
+
+
+def _fair_order(policy: str) -> float | None:
+    from mara_agents.policy import fair_spec
+
+    try:
+        return fair_spec(policy)
+    except ValueError:
+        return None
+
+
+def _plot_frontier(rows: Sequence[dict[str, Any]], out: Path) -> None:
+    """frontier_<preset>.png per preset with tenants."""
+    try:
+        from benchmarks.plots import _pyplot, save_figure, series_styles
+        plt = _pyplot()
+    except ImportError:  # the bench extra's matplotlib
+        return
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if "worst_tenant" in r:
+            by.setdefault(r["preset"], []).append(r)
+    for preset, items in by.items():
+        fig, ax = plt.subplots(figsize=(6.5, 5))
+        fair = sorted((f, r) for r in items if (f := _fair_order(r["policy"])) is not None)
+        if fair:
+            ax.plot([100 * r["completion_rate"] for _, r in fair],
+                    [100 * r["worst_tenant"] for _, r in fair], color="black", linewidth=1,
+                    zorder=1)
+            for f, r in fair:
+                ax.annotate(f"f={f:g}", (100 * r["completion_rate"], 100 * r["worst_tenant"]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=7)
+        others = [r for r in items if _fair_order(r["policy"]) is None]
+        for r, (color, marker, _) in zip(others, series_styles(len(others))):
+            ax.scatter(100 * r["completion_rate"], 100 * r["worst_tenant"], color=color,
+                       marker=marker, label=r["policy"], zorder=2)
+        if fair:
+            ax.scatter([100 * r["completion_rate"] for _, r in fair],
+                       [100 * r["worst_tenant"] for _, r in fair], color="black", marker="o",
+                       label="mara_fair (f)", zorder=2)
+        lo, hi = ax.get_xlim()
+        ax.plot([lo, hi], [0.8 * lo, 0.8 * hi], color="grey", linestyle=":", linewidth=1,
+                label="worst = 0.8 x overall")
+        ax.set_xlim(lo, hi)
+        ax.set_xlabel("overall completion (%)")
+        ax.set_ylabel("worst tenant's completion (%)")
+        ax.set_title(f"{preset}: the frontier (up and right is better)")
+        ax.legend(fontsize=7)
+        save_figure(fig, out / f"frontier_{_file_name(preset)}.png")
+
+
+def _file_name(preset: str) -> str:
+    """A preset spec as a file-name part (``CoRE-Tenants-v0:load=1.5`` ->
+    ``CoRE-Tenants-v0_load1.5``)."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in preset.replace("=", ""))
+
+
 def _plot(rows: Sequence[dict[str, Any]], out: Path) -> None:
     """fairness_<base preset>.png: overall and worst-group completion against load."""
     from core_env.presets import split_preset
@@ -171,6 +258,9 @@ def write_fairness(results: Sequence[dict[str, Any]], out: Path) -> str:
 
     rows = summary_rows(results)
     summary = format_summary(rows)
-    write_atomic(out / "fairness.md", "# Fairness\n\n" + summary + "\n" + group_tables(results))
+    frontier = format_frontier(rows)
+    write_atomic(out / "fairness.md", "# Fairness\n\n" + summary + "\n"
+                 + (frontier + "\n" if frontier else "") + group_tables(results))
     _plot(rows, out)
+    _plot_frontier(rows, out)
     return summary

@@ -42,7 +42,7 @@ from benchmarks.flags import (
     integer,
     positive,
 )
-from benchmarks.report import markdown_table
+from benchmarks.report import audit_cells, audit_row, markdown_table
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
 from benchmarks.store import safe_name, write_atomic, write_csv
 
@@ -112,7 +112,7 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
             "overhead_fraction": timing["overhead_fraction"],
             "packing_fraction": timing["packing_fraction"],
             **{k: stats[k] for k in ("migrations", "migration_bytes", "failed", "lost_slots",
-                                     "worker_deaths")}}
+                                     "worker_deaths", "groups")}}
 
 
 def run(preset: str = "Live-Small-v0", policies: Sequence[str] = ("lara", "edf"),
@@ -202,6 +202,7 @@ def summarise(rows: Sequence[dict[str, Any]], reference: str = "lara") -> list[d
             "decision_share": statistics.median(r["decision_seconds"] / r["episode_seconds"]
                                                 for r in rs),
             "migration_mb": statistics.median(r["migration_bytes"] / 1e6 for r in rs),
+            **audit_row(rs),
         })
     return out
 
@@ -219,11 +220,12 @@ def format_table(rows: Sequence[dict[str, Any]], reference: str = "lara") -> str
              f"{s['episode_seconds']:.0f}",
              f"{100 * s['overhead_fraction']:.1f}%", f"{100 * s['packing_fraction']:.1f}%",
              f"{100 * s['decision_share']:.1f}%",
-             f"{s['migration_mb']:.1f}"] for s in summarise(rows, reference)]
+             f"{s['migration_mb']:.1f}", *audit_cells(s)] for s in summarise(rows, reference)]
     header = ["policy", "seeds", "live completion", "simulated", "gap live - sim (pts, 95% CI)",
               f"live vs {reference} (pts, 95% CI)", "units per model unit (median)",
               "episode s (median)",
-              "runtime overhead", "packing loss", "decision share", "migrated MB"]
+              "runtime overhead", "packing loss", "decision share", "migrated MB",
+              "worst group", "largest gap"]
     return markdown_table(header, body, title=f"Live mode: {preset}, real jobs vs the "
                                                 f"replayed simulator")
 

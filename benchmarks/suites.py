@@ -57,7 +57,7 @@ from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episo
 from core_env.utils.checks import check_int, fail
 from core_env.presets import split_preset
 from benchmarks.fairness import FAIRNESS_PRESETS
-from mara_agents.policy import BASELINES, check_policy_spec
+from mara_agents.policy import BASELINES, FAIR_FRACTIONS, check_policy_spec
 
 
 class Suite(NamedTuple):
@@ -72,8 +72,9 @@ class Suite(NamedTuple):
     """The policy the paired differences are taken against."""
 
 
-FAIRNESS_POLICIES = ("lara", "fair_lara", "edf", "successive_halving", "las", "mara")
-"""The ``fairness`` suite's policies."""
+FAIRNESS_POLICIES = ("lara", "fair_lara", "edf", "successive_halving", "las", "mara",
+                     *(f"mara_fair@{f}" for f in FAIR_FRACTIONS))
+"""The ``fairness`` suite's policies: MARA-fair at every shipped fraction (its frontier)."""
 
 ABLATION_POLICIES = ("lara", "mara", *(f"mara_agents.ablations:{v}" for v in (
     "mara_ft", "mara_wls", "mara_noshaping", "mat_dec")))

@@ -27,7 +27,7 @@ from core_env.dynamics import EPISODE_KEYS
 from core_env.layout import Layout
 from core_env.observe import ObsBlocks, Observer
 from core_env.presets import make_config
-from core_env.state import BatchState, allocate, load_workload
+from core_env.state import FUTURE, SUCCEEDED, BatchState, allocate, load_workload
 from core_env.utils.checks import check_int
 from core_env.workload import Workload, generate_workloads
 
@@ -74,6 +74,7 @@ class BatchedCoreEnv:
         self._seed = seed
         self._rngs: list[np.random.Generator] = []
         self._next: list[Workload | None] = []  # prefetched next-episode workloads
+        self.n_tenants = config.workload.n_tenants
 
     def reset(self, seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Start a new episode in every environment; returns ``(obs, mask)``."""
@@ -111,11 +112,16 @@ class BatchedCoreEnv:
             float64[B], bool[B], and a dict with bool[B] ``terminated``/``truncated``,
             int64[B] ``successes``, and ``episode``: a dict of arrays over the finished
             environments (``env`` = their indices, then every key of the PettingZoo
-            ``info["episode"]``), empty arrays if none finished.
+            ``info["episode"]``), empty arrays if none finished. With tenants
+            (``config.workload.n_tenants`` = G > 0) also int64[B, G] ``tenant_successes``
+            (this step's successes by tenant) and, in ``episode``, int64[F, G]
+            ``tenant_arrived`` and ``tenant_completed`` (the finished episodes' counts by
+            tenant, as ``info["episode"]["groups"]["tenant"]`` of the PettingZoo env).
         """
         if not self._rngs:
             raise RuntimeError("call reset() before step()")
         actions = self._check(actions)
+        before = self._tenant_counts()[1] if self.n_tenants else None
         res = dynamics.step(self.sim, actions, self.params)
         done = res.terminated | res.truncated
         finished = np.flatnonzero(done)
@@ -126,6 +132,12 @@ class BatchedCoreEnv:
                                       dtype=np.float64 if key in ("completion_rate",
                                                                   "utilization", "return")
                                       else np.int64)
+        tenants = {}
+        if before is not None:
+            arrived, won = self._tenant_counts()
+            tenants["tenant_successes"] = won - before
+            episode["tenant_arrived"] = arrived[finished]
+            episode["tenant_completed"] = won[finished]
         if finished.size:
             if any(self._next[b] is None for b in finished):
                 self._prefetch()
@@ -135,8 +147,17 @@ class BatchedCoreEnv:
             dynamics.arrive(self.sim, rows=done, backend=self.params.backend)
         obs, mask = self._observe()
         info = {"terminated": res.terminated, "truncated": res.truncated,
-                "successes": res.successes, "episode": episode}
+                "successes": res.successes, "episode": episode, **tenants}
         return obs, mask, res.reward, done, info
+
+    def _tenant_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """int64[B, G] tasks arrived and tasks succeeded so far, by tenant."""
+        s, g = self.sim, self.n_tenants
+        key = np.arange(self.num_envs)[:, None] * g + s.w_tenant
+        size = self.num_envs * g
+        arrived = np.bincount(key[s.status != FUTURE], minlength=size)
+        won = np.bincount(key[s.status == SUCCEEDED], minlength=size)
+        return arrived.reshape(-1, g), won.reshape(-1, g)
 
     def _prefetch(self) -> None:
         """Draw the next workload of every environment that has none waiting, in one

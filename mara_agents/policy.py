@@ -51,7 +51,18 @@ preset has tenants and they equal LARA: the ``fairness`` suite runs them)."""
 MARA = "mara"
 """The shipped MARA (``mara_agents/weights/mara_default.pt``)."""
 
-POLICY_NAMES = (*BASELINES, *FAIR, MARA, *MARL)
+MARA_FAIR = "mara_fair"
+"""MARA-fair (SPEC §10): MARA fine-tuned under the constraint that every tenant's completion
+rate stays at least a fraction f of the overall rate. ``mara_fair`` is f = 0.8
+(:data:`DEFAULT_FAIR_FRACTION`); ``mara_fair@<f>`` another shipped setting
+(:data:`FAIR_FRACTIONS`)."""
+
+FAIR_FRACTIONS = (0.6, 0.8, 0.9)
+"""The fractions f with a shipped MARA-fair checkpoint (``mara_fair_<f>.pt``)."""
+
+DEFAULT_FAIR_FRACTION = 0.8
+
+POLICY_NAMES = (*BASELINES, *FAIR, MARA, MARA_FAIR, *MARL)
 """Every built-in policy name :func:`make_policy` accepts. The MARL names
 (:data:`mara_agents.marl.ALGORITHMS`) run the models ``mara-bench marl`` trained into
 ``results/marl/models``; ``<name>@<folder>`` runs those of another models folder."""
@@ -145,6 +156,9 @@ def policy_fingerprint(spec: str) -> str | None:
         return file_fingerprint(shipped())
     if spec in BASELINES or spec in FAIR:
         return None
+    fair = fair_spec(spec)
+    if fair is not None:
+        return file_fingerprint(fair_checkpoint(fair))
     marl = marl_spec(spec)
     if marl is not None:
         files = sorted(Path(marl[1]).glob(f"*/{marl[0]}-seed0.pt"))
@@ -170,9 +184,53 @@ def check_policy_spec(spec: Any) -> str:
     ``ValueError`` listing the valid names (nothing is built)."""
     if not isinstance(spec, str):
         raise ValueError(f"policy: expected a name or 'package.module:Factory', got {spec!r}")
-    if spec not in POLICY_NAMES and marl_spec(spec) is None:
+    if spec not in POLICY_NAMES and marl_spec(spec) is None and fair_spec(spec) is None:
         resolve_factory(spec)
     return spec
+
+
+def fair_spec(spec: str) -> float | None:
+    """The fraction f of a MARA-fair name (``"mara_fair"``: :data:`DEFAULT_FAIR_FRACTION`;
+    ``"mara_fair@0.9"``), else None.
+
+    Raises:
+        ValueError: ``mara_fair@<f>`` with an f that is not a number in (0, 1]."""
+    name, sep, text = spec.partition("@")
+    if name != MARA_FAIR:
+        return None
+    if not sep:
+        return DEFAULT_FAIR_FRACTION
+    try:
+        return check_fraction(float(text))
+    except ValueError:
+        raise ValueError(f"policy {spec!r}: fraction: expected a number in (0, 1] after "
+                         f"'@', got {text!r}") from None
+
+
+def check_fraction(fraction: Any) -> float:
+    """``fraction`` as a float if it is a number in (0, 1], else ``ValueError``."""
+    if (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+            or not 0 < fraction <= 1):
+        raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
+    return float(fraction)
+
+
+def fair_checkpoint(fraction: float) -> Path:
+    """The shipped MARA-fair checkpoint of a fraction.
+
+    Raises:
+        ValueError: no checkpoint is shipped for it (the message lists those that are and
+            how to train one)."""
+    from mara_agents.mat.checkpoint import shipped
+
+    fraction = check_fraction(fraction)
+    if fraction not in FAIR_FRACTIONS:
+        raise ValueError(f"fraction: no MARA-fair checkpoint is shipped for {fraction} "
+                         f"(shipped: {', '.join(map(str, FAIR_FRACTIONS))}); train one with "
+                         f"`mara-train --preset CoRE-Tenants-v0 --fair-fraction {fraction} "
+                         f"--init {shipped()} --lr 3e-4 --ent-coef 0.01 --env-steps 600000 "
+                         f"--members 1` and pass checkpoint=<its last.pt>")
+    return shipped(f"mara_fair_{fraction}.pt")
 
 
 def marl_spec(spec: str) -> tuple[str, Path] | None:
@@ -202,7 +260,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         **kwargs: passed to the policy's constructor (e.g. ``explore_obs=4`` for ``lara``;
             for MARA ``checkpoint=`` a file or a list of files (an ensemble),
             ``deterministic=``, and ``fm_steps=`` the ODE steps of the FM forecaster it
-            builds, default the checkpoint's).
+            builds, default the checkpoint's; for ``mara_fair`` also ``fraction=`` f, one of
+            :data:`FAIR_FRACTIONS`, or ``checkpoint=`` your own).
 
     Returns:
         ``(env_to_use, policy)``: ``env`` itself, or ``env`` wrapped for forecasts.
@@ -211,6 +270,13 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
     """
     if name == MARA:
+        return _make_mara(env, forecaster, **kwargs)
+    fair = fair_spec(name) if isinstance(name, str) else None
+    if fair is not None:
+        if "fraction" in kwargs:
+            fair = check_fraction(kwargs.pop("fraction"))
+        if kwargs.get("checkpoint") is None:
+            kwargs["checkpoint"] = str(fair_checkpoint(fair))
         return _make_mara(env, forecaster, **kwargs)
     if name in BASELINES or name in FAIR:
         return _make_baseline(name, env, forecaster, **kwargs)

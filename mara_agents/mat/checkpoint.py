@@ -188,3 +188,30 @@ def model_from_checkpoint(blob: dict[str, Any], layout: Layout, source: str = "c
                          f"({'; '.join(lines[1:4]) or lines[0]})") from e
     model.eval()
     return model
+
+
+def widened_model(blob: dict[str, Any], layout: Layout, source: str = "checkpoint") -> MAT:
+    """The checkpoint's MAT built for ``layout``, reading every feature of it: the
+    features the checkpoint was trained on keep their input weights, the others (features
+    the environment gained since, e.g. the tenant columns of SPEC §10) start with zero
+    input weights, so the widened model computes exactly what the checkpoint computes until
+    it is trained further (``mara-train --init``).
+
+    Raises:
+        ValueError: as :func:`model_from_checkpoint`."""
+    narrow = model_from_checkpoint(blob, layout, source)
+    cols = input_columns(blob, layout)
+    if cols is None:
+        return narrow
+    model = MAT(narrow.config, layout)
+    state = narrow.state_dict()
+    for name, block in (("task_in.0.weight", cols.tasks), ("node_in.0.weight", cols.nodes)):
+        old = state[name]  # [d, F' + G'] over the checkpoint's columns
+        width = layout.task_size if name.startswith("task") else layout.node_size
+        new = torch.zeros(old.shape[0], width + layout.global_size, dtype=old.dtype)
+        new[:, torch.from_numpy(block)] = old[:, :block.size]
+        new[:, torch.from_numpy(width + cols.globals)] = old[:, block.size:]
+        state[name] = new
+    model.load_state_dict(state)
+    model.eval()
+    return model

@@ -22,7 +22,7 @@ RECIPE_BACKENDS = ("local", "ray")
 RENAMED = {"entropy_coef": "ent_coef"}
 """Fields stored under an older name in earlier checkpoints' ``train_config``: old -> new."""
 
-ADDED = {"placement": "model"}
+ADDED = {"placement": "model", "fair_fraction": 0.0, "fair_lr": 0.05}
 """Fields earlier checkpoints' ``train_config`` lacks -> the value they trained with."""
 
 RESUMABLE = frozenset({"env_steps", "out", "resume", "progress", "checkpoint_every", "init",
@@ -84,6 +84,14 @@ class PPOConfig:
     """Which node trains which task in the training rollouts: ``model`` (as decoded) or
     ``keep`` (the decoded node counts placed as the baselines place them, nodes staying on
     their task; see :class:`~mara_agents.mat.mara_policy.MARAPolicy`)."""
+    fair_fraction: float = 0.0
+    """MARA-fair (SPEC §10): 0 (the default) trains on the completion count; f in (0, 1]
+    trains under the constraint that every tenant's completion rate stays at least f times
+    the overall rate (a constrained MDP: per-tenant Lagrange multipliers weight each
+    completion; see :mod:`mara_agents.train.fair`). Needs a preset with tenants."""
+    fair_lr: float = 0.05
+    """MARA-fair: the multipliers' step per PPO update (dual ascent on the constraint gap;
+    the slower timescale of RCPO / PPO-Lagrangian)."""
     seed: int = 0
     """Seeds the environments and the torch generator."""
     env_steps: int = 1_300_000
@@ -188,7 +196,8 @@ class PPOConfig:
                   "gae_lambda": (0.0, 1.0), "value_coef": (0.0, 100.0),
                   "ent_coef": (0.0, 10.0), "max_grad_norm": (0.0, 1e6),
                   "critic_lr": (0.0, 1.0), "shaping_beta": (0.0, 100.0),
-                  "imitation_decay": (0.0, 1.0), "imitation_lr": (0.0, 1.0)}
+                  "imitation_decay": (0.0, 1.0), "imitation_lr": (0.0, 1.0),
+                  "fair_fraction": (0.0, 1.0), "fair_lr": (0.0, 100.0)}
         for name, (lo, hi) in checks.items():
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
@@ -196,6 +205,14 @@ class PPOConfig:
         for name in ("lr", "clip", "max_grad_norm", "critic_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)!r}")
+        if self.fair_fraction:
+            if not core_env.PRESETS[self.preset].workload.n_tenants:
+                raise ValueError(f"fair_fraction: {self.fair_fraction} constrains tenants' "
+                                 f"completion rates, but preset {self.preset!r} has no "
+                                 f"tenants (e.g. CoRE-Tenants-v0 has)")
+            if self.shaping_beta:
+                raise ValueError(f"fair_fraction: expected shaping_beta = 0 with the "
+                                 f"fairness constraint, got {self.shaping_beta}")
         if not isinstance(self.model, MATConfig):
             raise ValueError(f"model: expected a MATConfig, got {self.model!r}")
 

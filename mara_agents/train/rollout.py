@@ -41,6 +41,8 @@ class Rollout:
         env: the batched simulator; ``plain_layout`` its observation layout, ``layout`` the
             layout with the forecast columns (what the model reads).
         obs, mask: float32[B, N, D] and int8[B, N, K+1] of the current step.
+        tenant_successes: int64[B, G] successes by tenant of the last step (None without
+            tenants).
     """
 
     def __init__(self, config: core_env.CoreConfig, num_envs: int, forecaster: Any,
@@ -54,6 +56,7 @@ class Rollout:
         self.cache = ForecastCache(forecaster, num_envs, self.layout.n_slots)
         self.obs: np.ndarray | None = None
         self.mask: np.ndarray | None = None
+        self.tenant_successes: np.ndarray | None = None
 
     @property
     def sim(self) -> BatchState:
@@ -80,6 +83,7 @@ class Rollout:
             actions = np.stack([keep_nodes(a, la, h, m) for a, la, h, m
                                 in zip(np.asarray(actions), last, held, self.mask)])
         obs, mask, reward, done, info = self.env.step(actions)
+        self.tenant_successes = info.get("tenant_successes")
         if done.any():
             self.cache.reset(done)
         self.obs, self.mask = obs, mask

@@ -40,11 +40,13 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from mara_agents.mat.checkpoint import (load_checkpoint, model_from_checkpoint,
+                                        save_checkpoint, widened_model)
 from mara_agents.forecast.registry import make_forecaster
 from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, init_weights
 from mara_agents.train.config import PPOConfig
+from mara_agents.train.fair import TenantLagrangian
 from mara_agents.train.imitation import dagger
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
 from mara_agents.train.rollout import Rollout
@@ -74,6 +76,9 @@ class Trainer:
         self.curve: list[dict[str, float]] = []
         self.imitation: list[dict[str, float]] = []
         self.imitation_seconds = 0.0
+        self.fair = (TenantLagrangian(cfg.env_config().workload.tenant_shares,
+                                      cfg.fair_fraction, cfg.fair_lr, 2 * cfg.num_envs)
+                     if cfg.fair_fraction else None)
         self.out = Path(cfg.out)
         if cfg.resume and cfg.init:
             raise ValueError("init: expected '' when resume is set (resume restores weights)")
@@ -96,7 +101,8 @@ class Trainer:
                              for k, v in diff.items())
             raise ValueError(f"init: {path} is a MAT with other sizes than the config's "
                              f"model ({diff}); pass {flags}")
-        self.model = model_from_checkpoint(blob, self.layout, str(path))
+        # a checkpoint trained before the env gained features reads them from zero weights
+        self.model = widened_model(blob, self.layout, str(path))
         self.model.train()
         self.opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, eps=1e-5)
         self.imitation = json.loads(blob.get("imitation", "[]"))
@@ -119,6 +125,8 @@ class Trainer:
         self.curve = json.loads(blob["curve"])
         self.imitation = json.loads(blob["imitation"])
         self.imitation_seconds = float(blob["imitation_seconds"])
+        if self.fair is not None:
+            self.fair.load(json.loads(blob["fair"]))
 
     def collect(self) -> dict[str, Any]:
         """One rollout of ``rollout_len`` steps; returns the tensors of the update."""
@@ -131,6 +139,9 @@ class Trainer:
             with torch.no_grad():
                 a, lp, v = self.model.act(x, generator=self.gen)
             reward, done, ep = self.rollout.step(a.numpy())
+            if self.fair is not None:  # the Lagrangian's weighted completions
+                reward = self.fair.reward(self.rollout.tenant_successes)
+                self.fair.observe(ep["tenant_arrived"], ep["tenant_completed"])
             finished += [{"completion_rate": float(c), "return": float(r)}
                          for c, r in zip(ep["completion_rate"], ep["return"])]
             xs.append(x)
@@ -206,7 +217,8 @@ class Trainer:
             "optimizer": self.opt.state_dict(), "generator": self.gen.get_state(),
             "update": self.update, "env_steps": self.env_steps,
             "curve": json.dumps(self.curve), "imitation": json.dumps(self.imitation),
-            "imitation_seconds": self.imitation_seconds})
+            "imitation_seconds": self.imitation_seconds,
+            **({"fair": json.dumps(self.fair.state())} if self.fair is not None else {})})
 
     def run(self) -> dict[str, Any]:
         """Train until ``env_steps``; writes checkpoints, ``curve.json`` and TensorBoard
@@ -239,6 +251,9 @@ class Trainer:
             t_roll = time.perf_counter() - t_up
             logs = self.learn(batch)
             self.update += 1
+            fair = self.fair.update() if self.fair is not None else {}
+            for k, v in fair.items():
+                writer.add_scalar(f"fair/{k}", v, self.env_steps)
             recent = (recent + batch["episodes"])[-4 * cfg.num_envs:]
             step = self.env_steps
             for k in ("policy", "value", "entropy"):
@@ -257,7 +272,8 @@ class Trainer:
                 writer.add_scalar("rollout/episodes", len(batch["episodes"]), step)
                 self.curve.append({"env_steps": step, "completion_rate": cr,
                                    "episodes": len(batch["episodes"]),
-                                   "seconds": round(time.perf_counter() - t0, 1)})
+                                   "seconds": round(time.perf_counter() - t0, 1),
+                                   **{f"fair_{k}": round(v, 4) for k, v in fair.items()}})
             if recent:
                 bar.set_postfix(cr=f"{np.mean([e['completion_rate'] for e in recent]):.3f}",
                                 kl=f"{logs['approx_kl']:.4f}")

@@ -25,17 +25,23 @@ def two_runs(tmp_path_factory):
 
 def test_paired_differences_against_the_first_checkpoint_and_lara(two_runs):
     a, b = two_runs
-    res = ck.run([a, b, a], preset="CoRE-Small-v0", seeds=3, seed_offset=7, workers=1)
+    res = ck.run([a, b, a], preset="CoRE-Small-v0", seeds=8, seed_offset=7, workers=1)
     per = res["per_seed"]
     assert [r["checkpoint"] for r in res["rows"]] == [str(a), str(b), str(a)]
     assert res["rows"][0]["vs_first"] == (0.0, 0.0, 0.0)
     assert res["rows"][2]["completion"] == res["rows"][0]["completion"]
     diff_b = [x - y for x, y in zip(per[str(b)], per[str(a)])]
-    assert res["rows"][1]["vs_first"][0] == pytest.approx(sum(diff_b) / 3)
+    assert res["rows"][1]["vs_first"][0] == pytest.approx(sum(diff_b) / 8)
     diff_lara = [x - y for x, y in zip(per[str(a)], per["lara"])]
-    assert res["rows"][0]["vs_lara"][0] == pytest.approx(sum(diff_lara) / 3)
+    assert res["rows"][0]["vs_lara"][0] == pytest.approx(sum(diff_lara) / 8)
     assert all(0.0 <= v <= 100.0 for v in per["lara"])
-    assert res["seeds"] == [7, 9]
+    assert res["seeds"] == [7, 14]
+    # the group audit of each row (SPEC §10): the worst group is at most the overall rate
+    for row in [*res["rows"], res["lara_audit"]]:
+        assert "worst_group" in row and "group_gap" in row
+    assert res["rows"][2]["worst_group"] == res["rows"][0]["worst_group"]
+    assert res["rows"][0]["worst_group"] <= res["rows"][0]["completion"][0] / 100
+    assert res["lara_audit"]["worst_group"] <= res["lara"][0] / 100
 
 
 def test_the_cli_prints_a_table_and_workers_agree(two_runs, tmp_path, capsys):
@@ -45,6 +51,7 @@ def test_the_cli_prints_a_table_and_workers_agree(two_runs, tmp_path, capsys):
                  "--seed-offset", "3", "--workers", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| checkpoint | completion % |" in text and str(b) in text
+    assert "| worst group | largest gap |" in text and "| LARA |" in text
     import json
     pooled = json.loads(out.read_text())["per_seed"]
     serial = ck.run([a, b], preset="CoRE-Small-v0", seeds=2, seed_offset=3,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks.fairness import summary_rows
+from benchmarks.fairness import dominated_by, format_frontier, summary_rows
 from benchmarks.report import audit_row
 from benchmarks.suites import run_suite
 from core_env.audit import pool
@@ -38,6 +38,27 @@ def test_the_fairness_suite_writes_the_audit_of_every_row(tmp_path):
     assert 0 < summary[(TWO, "lara")]["jain_tenant"] <= 1
     assert summary[(TWO, "lara")]["worst_tenant_name"].startswith("tenant ")
     assert (tmp_path / "fairness_CoRE-Small-v0_0.png").is_file()
+    # the frontier: a table row per policy and preset with tenants, and a plot per preset
+    assert "The frontier: overall against worst-tenant completion" in report
+    assert "| worst / overall | better on both |" in report
+    assert len(list(tmp_path.glob("frontier_*.png"))) == 2
+
+
+def test_the_frontier_names_the_policies_better_on_both_axes():
+    rows = [{"preset": "P", "policy": "a", "completion_rate": 0.8, "worst_tenant": 0.4},
+            {"preset": "P", "policy": "b", "completion_rate": 0.7, "worst_tenant": 0.6},
+            {"preset": "P", "policy": "c", "completion_rate": 0.6, "worst_tenant": 0.5},
+            {"preset": "P", "policy": "d", "completion_rate": 0.9, "worst_tenant": 0.6},
+            {"preset": "Q", "policy": "a", "completion_rate": 0.1, "worst_tenant": 0.1},
+            {"preset": "P", "policy": "no tenants", "completion_rate": 0.5}]
+    dom = dominated_by(rows)
+    assert dom[("P", "a")] == ["d"] and dom[("P", "b")] == []  # ties are not better
+    assert dom[("P", "c")] == ["b", "d"] and dom[("P", "d")] == [] and dom[("Q", "a")] == []
+    assert ("P", "no tenants") not in dom
+    table = format_frontier(rows)
+    assert "| P | c | 60.0% | 50.0% | 0.83 | b, d |" in table
+    assert "| P | d | 90.0% | 60.0% | 0.67 | none (on the frontier) |" in table
+    assert format_frontier(rows[-1:]) == ""
 
 
 def test_a_row_without_group_counts_has_no_audit():

@@ -22,6 +22,9 @@ def test_the_live_suite_writes_its_table_and_resumes(tmp_path, monkeypatch, caps
     (row,) = json.loads((tmp_path / "live.json").read_text())
     assert 0.0 <= row["live"] <= 1.0 and row["gap"] == pytest.approx(row["live"] - row["sim"])
     assert row["arrived"] > 0 and 0.0 <= row["decision_seconds"] < row["episode_seconds"]
+    # the group audit's counts are stored with the row (SPEC §10)
+    assert sum(c["arrived"] for c in row["groups"]["family"].values()) == row["arrived"]
+    assert "worst group" in table
     assert list((tmp_path / "records").glob("*.npz"))
 
     def fail(*a, **k):

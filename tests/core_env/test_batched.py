@@ -30,6 +30,7 @@ def _uniform_actions(mask, rng):
                           "shaping_beta": 2.5}, "uniform"),
     (SMALL, [5, 6, 7], 120, {"max_steps": 15, "n_nodes": 5, "max_visible_tasks": 3}, "masked"),
     ("CoRE-v0", [21, 22], 70, {"max_steps": 30}, "masked"),
+    ("CoRE-Tenants-v0", [31, 32], 70, {"max_steps": 30}, "masked"),
 ])
 def test_batched_equals_pettingzoo(preset, seeds, steps, overrides, policy):
     b = len(seeds)
@@ -49,6 +50,12 @@ def test_batched_equals_pettingzoo(preset, seeds, steps, overrides, policy):
         obs, mask, rew, done, info = benv.step(acts)
         assert rew.shape == (b,) and done.dtype == bool
         assert np.array_equal(done, info["terminated"] | info["truncated"])
+        tenants = benv.config.workload.n_tenants
+        if tenants:  # this step's successes by tenant
+            assert info["tenant_successes"].shape == (b, tenants)
+            assert np.array_equal(info["tenant_successes"].sum(axis=1), info["successes"])
+        else:
+            assert "tenant_successes" not in info and "tenant_arrived" not in info["episode"]
         for i, e in enumerate(envs):
             po, r, te, tr, inf = e.step({a: int(acts[i, j])
                                          for j, a in enumerate(e.possible_agents)})
@@ -60,6 +67,12 @@ def test_batched_equals_pettingzoo(preset, seeds, steps, overrides, policy):
                 for key, val in inf["node_0"]["episode"].items():
                     if key != "groups":  # the PettingZoo env's only (docs/env.md)
                         assert info["episode"][key][row] == val, key
+                if tenants:  # the tenant grouping, as arrays
+                    counts = inf["node_0"]["episode"]["groups"]["tenant"]
+                    for kind in ("arrived", "completed"):
+                        want = [counts.get(f"tenant {g}", {}).get(kind, 0)
+                                for g in range(tenants)]
+                        assert info["episode"][f"tenant_{kind}"][row].tolist() == want
                 episodes_seen[i] += 1
                 po, _ = e.reset()  # continue env i's generator, like the auto-reset
             else:
