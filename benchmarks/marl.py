@@ -276,9 +276,11 @@ def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
                            "last 20 training episodes", "command"], rows)
 
 
-def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int = 20) -> None:
+def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int = 200) -> None:
     """``curve_<algorithm>.png``: completion rate of the training episodes (moving mean over
-    ``window`` episodes) against env steps, one line per preset and budget."""
+    ``window`` episodes: about three rounds of the 64 envs that finish together) against env
+    steps, one line per preset and budget (the smaller budgets drawn on top, thinner: with
+    one seed their runs are the larger ones' beginnings)."""
     import numpy as np
 
     from benchmarks.plots import _pyplot, save_figure
@@ -293,7 +295,9 @@ def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int 
             y = 100 * np.asarray(b["curve"]["completion_rate"])
             w = min(window, len(y))
             ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, "valid"),
-                    label=f"{preset}, {budget:,} steps")
+                    label=f"{preset}, {budget:,} steps",
+                    linewidth=1.0 if budget < max(b for b, _, _ in blobs) else 2.0,
+                    zorder=3 if budget < max(b for b, _, _ in blobs) else 2)
         ax.set_xscale("log")
         ax.set_xlabel("env steps (slots) trained")
         ax.set_ylabel(f"completion rate (%), mean of {window} training episodes")
