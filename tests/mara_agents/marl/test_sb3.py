@@ -25,16 +25,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"),
 PRESET = "CoRE-Small-v0"
 
 
-@pytest.fixture
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_policy_plays_what_sb3_predicts(tmp_path):
     cfg = marl_sb3.MaskablePPOConfig(steps_per_update=256, minibatch_size=64, epochs=1)
     central = gymnasium.make(f"core_env:core_env/{PRESET}")

@@ -36,14 +36,6 @@ CASES = [  # (preset, num_envs, seed, steps, overrides): episodes that terminate
 ]
 
 
-@pytest.fixture
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def masked_actions(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """int64[B, N]: uniform over each node's legal actions (``mask`` [B, N, K + 1])."""
     return (rng.random(mask.shape) * mask).argmax(-1)
