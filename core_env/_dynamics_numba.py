@@ -339,3 +339,67 @@ def observe(t_, queued, last_task, last_slot, speed, status, w_deadline, queue_h
             nd[ncol[1]] = node_index[i]
             nd[ncol[2]] = np.float32(last_task[b, i] < 0)
             nd[ncol[3]] = np.float64(last_slot[b, i] + 1) * np.float64(inv_k)
+
+
+@njit(**_JIT)
+def switch_tenant_features(slot_task, held_task, held_slot, w_switch_cost, switch_cost,
+                           w_tenant, status, shares, n_tenants, gcol_cost, ncol_held,
+                           tcol_cost, tcol_holders, tcol_tenant, inv_k, inv_n, inv_g, glob,
+                           nodes, table):
+    """:meth:`core_env.observe.Observer._switch_features` and ``_tenant_features``: the
+    switching-cost columns (SPEC §9) and, with ``n_tenants`` > 0, the tenant columns (SPEC
+    §10; ``tcol_tenant`` = the tenant, share and lag columns), zero without tenants."""
+    bsz, k = slot_task.shape
+    n = held_slot.shape[1]
+    m = w_tenant.shape[1]
+    g = max(n_tenants, 1)
+    holders = np.zeros(k, dtype=np.int64)
+    done = np.zeros(g, dtype=np.int64)
+    won = np.zeros(g, dtype=np.int64)
+    lag = np.zeros(g, dtype=np.float64)
+    for b in range(bsz):
+        glob[b, gcol_cost] = switch_cost[b]
+        holders[:] = 0
+        for i in range(n):
+            hs = held_slot[b, i]
+            held = hs >= 0 and slot_task[b, max(hs, 0)] == held_task[b, i]
+            # int64 times a float32 scalar: float64, rounded once when stored
+            nodes[b, i, ncol_held] = np.float64(hs + 1 if held else 0) * np.float64(inv_k)
+            if held:
+                holders[hs] += 1
+        for j in range(k):
+            present = slot_task[b, j] >= 0
+            table[b, j, tcol_cost] = (w_switch_cost[b, slot_task[b, j]] if present
+                                      else np.float32(0.0))
+            table[b, j, tcol_holders] = np.float64(holders[j]) * np.float64(inv_n)
+        if n_tenants == 0:
+            for j in range(k):
+                for c in range(3):
+                    table[b, j, tcol_tenant[c]] = 0.0
+            continue
+        done[:] = 0
+        won[:] = 0
+        for i in range(m):
+            st = status[b, i]
+            if st == SUCCEEDED:
+                won[w_tenant[b, i]] += 1
+            if st == SUCCEEDED or st == EXPIRED:
+                done[w_tenant[b, i]] += 1
+        total_won = 0
+        total_done = 0
+        for x in range(g):  # integer sums: exact in any order
+            total_won += won[x]
+            total_done += done[x]
+        overall = np.float64(total_won) / np.float64(max(total_done, 1))
+        for x in range(g):
+            lag[x] = (overall - np.float64(won[x]) / np.float64(max(done[x], 1))
+                      if done[x] > 0 else 0.0)
+        for j in range(k):
+            if slot_task[b, j] < 0:
+                for c in range(3):
+                    table[b, j, tcol_tenant[c]] = 0.0
+                continue
+            x = w_tenant[b, slot_task[b, j]]
+            table[b, j, tcol_tenant[0]] = np.float64(x + 1) * np.float64(inv_g)
+            table[b, j, tcol_tenant[1]] = shares[x]
+            table[b, j, tcol_tenant[2]] = min(max(lag[x], -1.0), 1.0)

@@ -83,6 +83,8 @@ class Observer:
         self.node_index = np.float32(np.arange(self.n) / max(self.n - 1, 1))
         self._col = {f.name: i for i, f in enumerate(lay.task_features)}
         self._gcol = {f.name: i for i, f in enumerate(lay.global_features)}
+        self._tenant_cols = np.array([self._col[c] for c in ("tenant", "tenant_share",
+                                                              "tenant_lag")], dtype=np.int64)
         self._ncol = {f.name: i for i, f in enumerate(lay.node_features)}
         # the compiled kernel's column of each feature, in its own (fixed) order
         self._kcols = tuple(np.array([names.index(f) for f in order], dtype=np.int64)
@@ -179,14 +181,22 @@ class Observer:
                 tcol, gcol, ncol, 1.0 / w, w, np.float32(1.0 / self.n),
                 np.float32(1.0 / self.k), self.max_steps, self.arrival_slots, self.max_speed,
                 _LOG_WORK_NORM, self.node_index, self.table, self.globals, self.nodes)
+            f32, g = np.float32, self.n_tenants
+            _dynamics_numba.switch_tenant_features(
+                s.slot_task, s.held_task, s.held_slot, s.w_switch_cost, s.switch_cost,
+                s.w_tenant, s.status, self.shares, g, self._gcol["episode_switch_cost"],
+                self._ncol["held_slot"], self._col["switch_cost"], self._col["holders"],
+                self._tenant_cols, f32(1.0 / self.k), f32(1.0 / self.n), f32(1.0 / max(g, 1)),
+                self.globals, self.nodes, self.table)
         else:
             self._compute_tables(s)
-        self._switch_features(s)
-        self._tenant_features(s)
+            self._switch_features(s)
+            self._tenant_features(s)
 
     def _switch_features(self, s: BatchState) -> None:
-        """The switching-cost features (SPEC §9), the same numpy code for both backends: the
-        episode's cost, each node's held slot, each task's cost and its holders."""
+        """The switching-cost features (SPEC §9): the episode's cost, each node's held slot,
+        each task's cost and its holders (the numba backend:
+        :func:`core_env._dynamics_numba.switch_tenant_features`)."""
         f32 = np.float32
         rows = np.arange(s.batch_size)[:, None]
         hs = s.held_slot
@@ -201,10 +211,10 @@ class Observer:
         self.table[:, :, self._col["holders"]] = holders * f32(1.0 / self.n)
 
     def _tenant_features(self, s: BatchState) -> None:
-        """The tenant columns (SPEC §10), the same numpy code for both backends: each task's
-        tenant, its share and how far its tenant's completion rate so far lags the
-        episode's."""
-        cols = [self._col[c] for c in ("tenant", "tenant_share", "tenant_lag")]
+        """The tenant columns (SPEC §10): each task's tenant, its share and how far its
+        tenant's completion rate so far lags the episode's (the numba backend:
+        :func:`core_env._dynamics_numba.switch_tenant_features`)."""
+        cols = list(self._tenant_cols)
         if not self.n_tenants:
             self.table[:, :, cols] = 0.0
             return
