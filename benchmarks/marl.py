@@ -261,19 +261,26 @@ def _pts(r: dict[str, Any]) -> str:
 
 def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
                    budgets: Sequence[int]) -> str:
-    """Markdown: one row per model (budget, wall time, library, last training episodes)."""
+    """Markdown: one row per model (budget, wall time, library, last training episodes, and
+    from the PPO updates' statistics where the model file has them: the per-node entropy at
+    the first and last update, and the critic's explained variance at the last)."""
     rows = []
     for (budget, algo, preset), b in blobs.items():
         rates = b["curve"]["completion_rate"][-20:]
         last = f"{100 * sum(rates) / len(rates):.1f}%" if rates else "-"
+        up = b["curve"].get("updates") or {}
+        entropy = (f"{up['entropy'][0]:.2f} → {up['entropy'][-1]:.2f}"
+                   if up.get("entropy") else "-")
+        explained = f"{up['explained_variance'][-1]:.2f}" if up.get("entropy") else "-"
         command = train_command("python", algo, preset, b["env_steps"], b["seed"],
                                 model_file(models_dir(out, budget, budgets), preset, algo,
                                            b["seed"]))
         rows.append([algo, preset, f"{b['curve']['steps']:,}", f"{b['wall_seconds'] / 60:.1f}",
-                     f"{b['library']['name']} {b['library']['version']}", last,
-                     f"`{' '.join(command)}`"])
+                     f"{b['library']['name']} {b['library']['version']}", last, entropy,
+                     explained, f"`{' '.join(command)}`"])
     return markdown_table(["algorithm", "preset", "env steps taken", "wall min", "library",
-                           "last 20 training episodes", "command"], rows)
+                           "last 20 training episodes", "entropy per node, first → last update",
+                           "explained variance, last update", "command"], rows)
 
 
 def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int = 200) -> None:
@@ -305,6 +312,38 @@ def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int 
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
         save_figure(fig, out / f"curve_{algo}.png")
+    plot_updates(blobs, out)
+
+
+def plot_updates(blobs: dict[tuple[int, str, str], dict], out: Path) -> None:
+    """``updates_<algorithm>.png``: the PPO updates' per-node entropy, critic loss and
+    explained variance against env steps, one line per preset and budget (models whose file
+    records them; the evidence of whether a run that does not learn moved at all)."""
+    from benchmarks.plots import _pyplot, save_figure
+
+    plt = _pyplot()
+    keys = (("entropy", "entropy per node (nats)"), ("value_loss", "critic loss"),
+            ("explained_variance", "explained variance"))
+    for algo in dict.fromkeys(a for _, a, _ in blobs):
+        runs = {(budget, preset): b["curve"]["updates"]
+                for (budget, a, preset), b in blobs.items()
+                if a == algo and (b["curve"].get("updates") or {}).get("entropy")}
+        if not runs:
+            continue
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+        for (budget, preset), up in runs.items():
+            for ax, (key, _) in zip(axes, keys):
+                ax.plot(up["env_steps"], up[key], label=f"{preset}, {budget:,} steps",
+                        linewidth=1.0)
+        for ax, (_, label) in zip(axes, keys):
+            ax.set_xscale("log")
+            ax.set_xlabel("env steps (slots) trained")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"{algo}: PPO update statistics")
+        fig.tight_layout()
+        save_figure(fig, out / f"updates_{algo}.png")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

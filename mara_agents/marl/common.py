@@ -146,14 +146,40 @@ class BatchedPPOSettings(PPOSettings):
         return self.steps_per_update // max(self.num_envs, 1)
 
 
+UPDATE_KEYS = ("entropy", "value_loss", "approx_kl", "explained_variance")
+"""What :meth:`CurveLog.update` records after every PPO update (means over its
+minibatches): ``entropy`` per node (nats: a node's masked action distribution), the
+critic's ``value_loss`` (SB3: mean squared error; TorchRL: its smooth L1 loss), the
+``approx_kl`` between the policy before and after the update, and the critic's
+``explained_variance`` on the batch."""
+
+
 class CurveLog:
     """The completion rate of every finished training episode, against the env steps
-    (slots) trained so far: the learning curve of a run."""
+    (slots) trained so far: the learning curve of a run; and the statistics of every PPO
+    update (:data:`UPDATE_KEYS`), the evidence of whether and how the run learned."""
 
     def __init__(self) -> None:
         self.steps = 0
         self.env_steps: list[int] = []
         self.completion_rate: list[float] = []
+        self.updates: dict[str, list[float]] = {"env_steps": [],
+                                                **{k: [] for k in UPDATE_KEYS}}
+
+    def update(self, **stats: float) -> None:
+        """Record one PPO update's statistics at the env steps taken so far; a key of
+        :data:`UPDATE_KEYS` the library does not report is NaN.
+
+        Raises:
+            ValueError: a key that is not in :data:`UPDATE_KEYS`.
+        """
+        unknown = set(stats) - set(UPDATE_KEYS)
+        if unknown:
+            raise ValueError(f"update statistics: unknown keys {sorted(unknown)}; expected "
+                             f"some of {list(UPDATE_KEYS)}")
+        self.updates["env_steps"].append(self.steps)
+        for k in UPDATE_KEYS:
+            self.updates[k].append(float(stats.get(k, float("nan"))))
 
     def step(self, infos: Any) -> None:
         """Count one env step; ``infos`` is the step's info dict (Gymnasium) or dict of
@@ -175,10 +201,13 @@ class CurveLog:
         self.completion_rate.extend(rates)
 
     def as_dict(self) -> dict[str, Any]:
-        """``env_steps`` and ``completion_rate`` per finished episode, and ``steps`` (every
-        env step taken: a library rounds the budget up to whole batches)."""
+        """``env_steps`` and ``completion_rate`` per finished episode, ``steps`` (every
+        env step taken: a library rounds the budget up to whole batches) and ``updates``
+        (``env_steps`` and :data:`UPDATE_KEYS` per PPO update; absent from model files
+        written before it was recorded)."""
         return {"env_steps": list(self.env_steps),
-                "completion_rate": list(self.completion_rate), "steps": self.steps}
+                "completion_rate": list(self.completion_rate), "steps": self.steps,
+                "updates": {k: list(v) for k, v in self.updates.items()}}
 
 
 class RecordParallel(BaseParallelWrapper):
@@ -227,6 +256,35 @@ def mlp(sizes: list[int], activation: str = "tanh") -> torch.nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(ACTIVATIONS[activation]())
     return torch.nn.Sequential(*layers)
+
+
+class SharedTableMLP(torch.nn.Module):
+    """An :func:`mlp` over every node's observation ``[..., N, D]`` whose columns from
+    ``own`` on (the task table) are the same for every node: its first layer multiplies that
+    part once per environment instead of N times (the same function as ``mlp(sizes)`` up to
+    float rounding, and the same weights: :attr:`net` is that mlp, whose ``state_dict`` is
+    what a model file stores). On CoRE-v0 the table is 512 of a node's 556 columns.
+
+    Raises:
+        ValueError: ``own`` not inside the input size.
+    """
+
+    def __init__(self, sizes: list[int], own: int, activation: str = "tanh") -> None:
+        super().__init__()
+        if not 0 < own < sizes[0]:
+            raise ValueError(f"own: expected 1..{sizes[0] - 1} (columns before the shared "
+                             f"task table), got {own}")
+        self.net, self.own = mlp(sizes, activation), own
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first, *rest = self.net
+        w, own, linear = first.weight, self.own, torch.nn.functional.linear
+        # contiguous operands: a strided one sends linear down a slow path
+        h = (linear(x[..., :own].contiguous(), w[:, :own].contiguous(), first.bias)
+             + linear(x[..., 0, own:].contiguous(), w[:, own:].contiguous()).unsqueeze(-2))
+        for layer in rest:
+            h = layer(h)
+        return h
 
 
 class SharedActorPolicy:

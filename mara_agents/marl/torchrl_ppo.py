@@ -21,11 +21,13 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import core_env
-from mara_agents.marl.common import (BatchedPPOSettings, CurveLog, RecordParallel, env_layout,
-                                     mlp, save_model)
+from core_env.layout import observation_layout
+from mara_agents.marl.common import (BatchedPPOSettings, CurveLog, RecordParallel,
+                                     SharedTableMLP, env_layout, mlp, save_model)
 from mara_agents.marl.vector import GROUP, CoreTorchEnv
 
 
@@ -37,7 +39,18 @@ class TorchRLPPOConfig(BatchedPPOSettings):
     """PPO ratio clip (TorchRL's ``clip_epsilon``)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
+    shared_table: bool = True
+    """Compute the node networks' first layer on the task table, which every node's
+    observation repeats, once per env (:class:`~mara_agents.marl.common.SharedTableMLP`: the
+    same networks and weights; False: plain :func:`~mara_agents.marl.common.mlp`, the
+    earlier models' arithmetic)."""
     # TorchRL's names: frames_per_batch (steps_per_update), entropy_coeff, lmbda
+
+
+STAT_KEYS = {"entropy": "entropy", "value_loss": "loss_critic", "approx_kl": "kl_approx",
+             "explained_variance": "explained_variance"}
+"""Our update statistics (:data:`~mara_agents.marl.common.UPDATE_KEYS`) by the name of
+TorchRL's PPO loss output that gives them (per node, mean over the minibatches)."""
 
 
 class CentralValue(torch.nn.Module):
@@ -86,7 +99,12 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
                                 categorical_actions=True, seed=seed)
     n, d, s, k1 = (layout[x] for x in ("n_nodes", "obs_dim", "state_dim", "n_actions"))
     sizes = [d, *config.hidden, k1]
-    actor_net = mlp(sizes)
+    own = observation_layout(n, k1 - 1).task_block.start  # the node's own columns
+
+    def node_net(net_sizes: list[int]) -> torch.nn.Module:
+        return SharedTableMLP(net_sizes, own) if config.shared_table else mlp(net_sizes)
+
+    actor_net = node_net(sizes)
     obs_key = (GROUP, "observation", "observation")
     actor = ProbabilisticActor(
         TensorDictModule(actor_net, in_keys=[obs_key], out_keys=[(GROUP, "logits")]),
@@ -98,7 +116,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
                                   in_keys=["state"], out_keys=[(GROUP, "state_value")])
         loss_cls = MAPPOLoss
     else:
-        critic = TensorDictModule(mlp([d, *config.hidden, 1]), in_keys=[obs_key],
+        critic = TensorDictModule(node_net([d, *config.hidden, 1]), in_keys=[obs_key],
                                   out_keys=[(GROUP, "state_value")])
         loss_cls = IPPOLoss
     loss = loss_cls(actor, critic, clip_epsilon=config.clip,
@@ -119,6 +137,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
             loss.value_estimator(batch, params=loss.critic_network_params,
                                  target_params=loss.target_critic_network_params)
         buffer.extend(batch.reshape(-1).exclude("next"))  # the loss reads no "next" entry
+        stats: dict[str, list[float]] = {k: [] for k in STAT_KEYS}
         for _ in range(config.epochs):
             for _ in range(config.steps_per_update // config.minibatch_size):
                 parts = loss(buffer.sample())
@@ -127,9 +146,14 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
                 total.backward()
                 torch.nn.utils.clip_grad_norm_(loss.parameters(), config.max_grad_norm)
                 optim.step()
+                for ours, theirs in STAT_KEYS.items():
+                    if theirs in parts.keys():
+                        stats[ours].append(float(parts[theirs].detach().mean()))
+        log.update(**{k: float(np.mean(v)) for k, v in stats.items() if v})
         collector.update_policy_weights_()
     collector.shutdown()
+    plain = actor_net.net if config.shared_table else actor_net  # the mlp's weights
     cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden),
            "actor": {"sizes": sizes, "activation": "tanh"}}
     return save_model(out, algorithm, preset, seed, env_steps, started, "torchrl", cfg,
-                      layout, log, {"actor_state": dict(actor_net.state_dict())})
+                      layout, log, {"actor_state": dict(plain.state_dict())})

@@ -31,6 +31,7 @@ def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
     folders = {600: tmp_path / "models", 300: tmp_path / "models-300"}
     for algo in ("maskable_ppo", "ippo"):
         assert (tmp_path / f"curve_{algo}.png").stat().st_size > 0
+        assert (tmp_path / f"updates_{algo}.png").stat().st_size > 0  # entropy, critic
         for budget, models in folders.items():
             assert f"| {PRESET} | {algo}@{models} | 2 |" in out
             assert f"| {PRESET} | {budget} | {algo} |" in out  # the learning table
@@ -41,6 +42,11 @@ def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
     training = (tmp_path / "training.md").read_text()
     assert "python -m mara_agents.marl train ippo --preset CoRE-Small-v0 --env-steps 300" \
         in training
+    # every run made one PPO update: its entropy per node, first and last, is one value
+    rows = [r for r in training.splitlines() if r.startswith("| ippo |")]
+    assert len(rows) == 2 and all(" → " in r for r in rows)
+    first, last = rows[0].split(" | ")[6].split(" → ")
+    assert first == last and 0 < float(first) <= 2.2  # <= ln 9, CoRE-Small-v0's K + 1
     payload = json.loads((tmp_path / "results.json").read_text())
     assert payload["env_steps"] == [300, 600] and len(payload["episodes"]) == 14
     assert all(e["illegal_actions"] == 0 for e in payload["episodes"])

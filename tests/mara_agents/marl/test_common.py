@@ -12,8 +12,8 @@ import torch
 import core_env
 from core_env.presets import PRESETS, preset_of
 from mara_agents.marl import model_file, model_path
-from mara_agents.marl.common import (CurveLog, RecordParallel, SharedActorPolicy, env_layout,
-                                     load_model, mlp, save_model)
+from mara_agents.marl.common import (CurveLog, RecordParallel, SharedActorPolicy,
+                                     SharedTableMLP, env_layout, load_model, mlp, save_model)
 from mara_agents.policy import check_policy_spec, make_policy, marl_spec, policy_fingerprint
 from mara_agents.policy import run_episode
 
@@ -60,7 +60,15 @@ def test_curve_log_records_each_finished_episode():
     g = CurveLog()
     g.step({})
     g.step({"episode": {"completion_rate": 0.5}})
-    assert g.as_dict() == {"env_steps": [2], "completion_rate": [0.5], "steps": 2}
+    g.update(entropy=1.5, value_loss=0.25)
+    out = g.as_dict()
+    assert (out["env_steps"], out["completion_rate"], out["steps"]) == ([2], [0.5], 2)
+    up = out["updates"]
+    assert up["env_steps"] == [2] and up["entropy"] == [1.5] and up["value_loss"] == [0.25]
+    assert np.isnan(up["approx_kl"][0]) and np.isnan(up["explained_variance"][0])
+    with pytest.raises(ValueError, match="unknown keys \\['loss'\\]"):
+        g.update(loss=1.0)
+    assert len(g.updates["entropy"]) == 1  # the refused update recorded nothing
 
 
 def test_model_file_round_trip_and_refusals(tmp_path):
@@ -124,3 +132,20 @@ def test_policy_names_find_the_preset_model_or_the_training_preset_one(tmp_path)
     assert model_path(models, "CoRE-Heavy-v0", "mappo") == model_file(models, "CoRE-v0",
                                                                         "mappo")
     assert policy_fingerprint(spec) != fp  # the fingerprint covers every model of the name
+
+
+def test_shared_table_mlp_is_the_mlp_on_node_observations():
+    torch.manual_seed(0)
+    shared = SharedTableMLP([20, 16, 16, 5], own=6)
+    x = torch.randn(4, 3, 20)
+    x[..., 6:] = x[:, :1, 6:]  # every node sees its env's table
+    x.requires_grad_(True)
+    torch.testing.assert_close(shared(x), shared.net(x))
+    grads = [torch.autograd.grad(f(x).square().sum(), [x, *shared.parameters()])
+             for f in (shared, shared.net)]
+    for a, b in zip(grads[0][1:], grads[1][1:], strict=True):
+        torch.testing.assert_close(a, b)  # the weights learn the same
+    assert list(shared.net.state_dict()) == list(mlp([20, 16, 16, 5]).state_dict())
+    for own in (0, 20):
+        with pytest.raises(ValueError, match="own: expected 1..19"):
+            SharedTableMLP([20, 5], own=own)

@@ -68,3 +68,31 @@ def test_train_writes_a_model_with_its_curve(tmp_path):
     assert curve["env_steps"] == sorted(curve["env_steps"]) and curve["env_steps"]
     assert all(0.0 <= r <= 1.0 for r in curve["completion_rate"])
     assert np.isfinite(blob["wall_seconds"]) and blob["wall_seconds"] > 0
+
+
+def test_node_distribution_matches_sb3_contribs_per_node_one():
+    import torch
+    from sb3_contrib.common.maskable.distributions import MaskableMultiCategoricalDistribution
+
+    n, k1, batch = 5, 7, 64
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(batch, n * k1, generator=gen) * 3
+    masks = torch.rand(batch, n * k1, generator=gen) < 0.6
+    masks.view(batch, n, k1)[:, :, 0] = True  # idle is always legal
+    ours = marl_sb3.node_distribution(n, k1).proba_distribution(logits)
+    theirs = MaskableMultiCategoricalDistribution([k1] * n).proba_distribution(logits)
+    for d in (ours, theirs):
+        d.apply_masking(masks)
+    actions = theirs.sample()
+    assert actions.shape == ours.sample().shape == (batch, n)
+    assert masks.view(batch, n, k1).gather(2, ours.sample()[..., None]).all()  # legal
+    torch.testing.assert_close(ours.log_prob(actions), theirs.log_prob(actions))
+    torch.testing.assert_close(ours.entropy(), theirs.entropy())
+    assert torch.equal(ours.mode(), theirs.mode())
+    ours.apply_masking(None)  # unmasked again: the plain softmax per node
+    torch.testing.assert_close(ours.entropy(), torch.distributions.Categorical(
+        logits=logits.view(batch, n, k1)).entropy().sum(1))
+    with pytest.raises(ValueError, match="MultiDiscrete"):
+        from gymnasium import spaces
+        marl_sb3.policy_class()(spaces.Dict({"state": spaces.Box(0, 1, (3,))}),
+                                spaces.MultiDiscrete([3, 4]), lambda _: 0.0)

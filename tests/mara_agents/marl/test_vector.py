@@ -186,6 +186,16 @@ def test_maskable_ppo_on_one_batched_env_trains_what_the_central_env_trains(tmp_
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
+def assert_update_stats(blob, updates, n_actions):
+    """One record per PPO update, at its env step count, with a per-node entropy of a masked
+    distribution over at most ``n_actions`` (so in (0, ln n_actions]) and finite losses."""
+    up = blob["curve"]["updates"]
+    assert up["env_steps"] == [256 * (i + 1) for i in range(updates)]
+    assert all(0 < e <= np.log(n_actions) + 1e-6 for e in up["entropy"])
+    assert all(np.isfinite(up[k]).all() and len(up[k]) == updates
+               for k in ("value_loss", "approx_kl", "explained_variance"))
+
+
 def test_maskable_ppo_on_the_vec_env_writes_a_playable_model(tmp_path):
     cfg = sb3.MaskablePPOConfig(steps_per_update=256, minibatch_size=128, epochs=1, num_envs=8)
     path = sb3.train(SMALL, 512, 0, tmp_path / "m.pt", cfg)
@@ -193,6 +203,7 @@ def test_maskable_ppo_on_the_vec_env_writes_a_playable_model(tmp_path):
     assert blob["config"]["num_envs"] == 8 and blob["curve"]["steps"] == 512
     assert blob["curve"]["env_steps"] == sorted(blob["curve"]["env_steps"])
     assert blob["curve"]["completion_rate"]  # 8 envs x 64 steps end some episodes
+    assert_update_stats(blob, updates=2, n_actions=9)
     env = core_env.parallel_env(preset=SMALL)
     stats = run_episode(env, make_marl_policy(env, "maskable_ppo", path), seed=3)
     assert stats["illegal_actions"] == 0 and stats["arrived"] > 0
@@ -206,6 +217,7 @@ def test_torchrl_ppo_on_the_torch_env_writes_a_playable_model(tmp_path, algorith
     blob = load_model(path, algorithm)
     assert blob["config"]["num_envs"] == 8 and blob["curve"]["steps"] == 512
     assert blob["curve"]["completion_rate"]
+    assert_update_stats(blob, updates=2, n_actions=9)
     env = core_env.parallel_env(preset=SMALL)
     stats = run_episode(env, make_marl_policy(env, algorithm, path), seed=3)
     assert stats["illegal_actions"] == 0 and stats["arrived"] > 0
