@@ -73,6 +73,35 @@ marl: $(MARL_STAMP)
 marl-rllib: $(MARL_STAMP) $(RLLIB_STAMP)
 	$(PY) -m benchmarks marl --algorithms maskable_ppo mappo ippo rllib_ppo
 
+# BenchMARL 1.5.2 pins torchrl<0.12 (.venv has torchrl 0.14), so it lives in its own environment
+# too; the CoRE task is mara_agents.marl.benchmarl_task. Where no GPU is present: the CPU torch
+# and the torchvision built for it (torchvision 0.28 pins torch==2.13.0; an unpinned one would
+# pull a newer, CUDA, torch)
+BENCHMARL_VENV := .venv-benchmarl
+BENCHMARL_PY := $(BENCHMARL_VENV)/bin/python
+BENCHMARL_STAMP := $(BENCHMARL_VENV)/.installed
+TORCHVISION_CPU ?= torchvision==0.28.0
+
+.PHONY: test-benchmarl marl-benchmarl
+
+$(BENCHMARL_STAMP): pyproject.toml
+	test -x $(BENCHMARL_PY) || $(PYTHON) -m venv $(BENCHMARL_VENV)
+	$(BENCHMARL_PY) -m pip install --quiet --upgrade pip
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BENCHMARL_PY) -m pip install --quiet "$(TORCH_CPU)" "$(TORCHVISION_CPU)"; fi
+	$(BENCHMARL_PY) -m pip install --quiet -e ".[test,benchmarl]"
+	touch $(BENCHMARL_STAMP)
+
+# BenchMARL's MAPPO and IPPO train briefly on CoRE-Small-v0 (tests/integrations/test_benchmarl.py)
+test-benchmarl: $(BENCHMARL_STAMP)
+	$(BENCHMARL_PY) -c "import benchmarl, torchrl, torch; print('benchmarl', benchmarl.__version__, 'torchrl', torchrl.__version__, 'torch', torch.__version__)"
+	$(BENCHMARL_PY) -m pytest -q tests/integrations/test_benchmarl.py
+
+# one BenchMARL experiment on the CoRE task (csv logs under results/benchmarl/); e.g.
+# make marl-benchmarl BENCHMARL_ARGS="--algorithm ippo --preset CoRE-v0 --frames 200000"
+BENCHMARL_ARGS ?= --algorithm mappo --preset CoRE-Small-v0 --frames 60000
+marl-benchmarl: $(BENCHMARL_STAMP)
+	$(BENCHMARL_PY) -m mara_agents.marl.benchmarl_task $(BENCHMARL_ARGS)
+
 # `pip install -e .` alone gives a working core_env without torch (CI checks it)
 check-core:
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
@@ -81,4 +110,4 @@ check-core:
 	$(CORE_VENV)/bin/python -m core_env --require-no-torch
 
 clean:
-	rm -rf $(VENV) $(RLLIB_VENV) $(CORE_VENV) build site *.egg-info
+	rm -rf $(VENV) $(RLLIB_VENV) $(BENCHMARL_VENV) $(CORE_VENV) build site *.egg-info
