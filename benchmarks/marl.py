@@ -143,9 +143,11 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
         env_steps: Sequence[int] = ENV_STEPS,
         seeds: int = SEEDS,
         workers: int = 2, rllib_python: Path = RLLIB_PYTHON,
-        progress: bool = True, seed_offset: int = 0) -> str:
+        progress: bool = True, seed_offset: int = 0, train: bool = True) -> str:
     """Train what is missing, evaluate on seeds ``seed_offset .. seed_offset + seeds - 1``,
-    and write the report; returns ``table.md``'s text.
+    and write the report; returns ``table.md``'s text. ``train=False``: train nothing and
+    evaluate the models already there, leaving out (and naming) the combinations that have
+    none, e.g. a rung too long for some algorithm.
 
     Raises:
         ValueError: a bad argument, a model trained otherwise, or ``rllib_ppo`` asked for
@@ -169,17 +171,26 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
     if bad or not presets:
         fail("presets", list(presets), f"some of {sorted(core_env.PRESETS)}")
     return _run(out, presets, algorithms, env_steps, seeds, seed_offset, workers,
-                rllib_python, progress)
+                rllib_python, progress, train)
 
 
 def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
          env_steps: Sequence[int], seeds: int, seed_offset: int, workers: int,
-         rllib_python: Path, progress: bool) -> str:
+         rllib_python: Path, progress: bool, train: bool = True) -> str:
     """:func:`run` on checked arguments (a stored model or RLlib's Python checked here)."""
     seed = TRAIN_SEED
     budgets = sorted(env_steps)
     jobs = [(b, a, p, model_file(models_dir(out, b, budgets), p, a, seed))
             for b in budgets for p in presets for a in algorithms]
+    if not train:
+        missing = [(b, a, p) for b, a, p, path in jobs if not path.is_file()]
+        jobs = [j for j in jobs if j[3].is_file()]
+        if not jobs:
+            raise ValueError(f"no trained models in {out} for these presets, algorithms and "
+                             f"budgets: run without --no-train to train them")
+        if missing and progress:
+            print("no model, left out (--no-train): " + ", ".join(
+                f"{a} on {p} at {b:,}" for b, a, p in missing), flush=True)
     blobs: dict[tuple[int, str, str], dict] = {}
     for budget, algo, preset, path in jobs:
         if path.is_file():
@@ -188,18 +199,19 @@ def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
             raise ValueError(f"rllib_ppo needs RLlib's own environment ({rllib_python} is "
                              f"missing): run `make .venv-rllib/.installed`, or leave "
                              f"rllib_ppo out of --algorithms")
-    for budget in budgets:
+    for budget in budgets if train else ():
         train_missing([(a, p, path) for b, a, p, path in jobs if b == budget], budget, seed,
                       workers, Path(rllib_python), progress)
     blobs = {(b, a, p): blobs.get((b, a, p)) or check_model(path, a, p, b, seed)
              for b, a, p, path in jobs}  # the models trained now are checked here
     names = {(b, a): policy_name(a, models_dir(out, b, budgets))
-             for b in budgets for a in algorithms}
+             for b, a, _, _ in jobs}
     from mara_agents.policy import policy_fingerprint
 
     evaluated = range(seed_offset, seed_offset + seeds)
+    trained = {p: [names[(b, a)] for b, a, pp, _ in jobs if pp == p] for p in presets}
     specs = [EpisodeSpec(p, pol, s) for p in presets
-             for pol in [*(r for r in REFERENCES if _fits(r, [p])), *names.values()]
+             for pol in [*(r for r in REFERENCES if _fits(r, [p])), *trained[p]]
              for s in evaluated]
     policies = list(dict.fromkeys(spec.policy for spec in specs))
     results = run_episodes(specs, out, workers=workers, progress=progress,
@@ -364,6 +376,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rllib-python", type=Path, default=RLLIB_PYTHON,
                         help="the Python of RLlib's own environment (make "
                              ".venv-rllib/.installed)")
+    parser.add_argument("--no-train", dest="train", action="store_false",
+                        help="train nothing: evaluate the models already in <out>, leaving "
+                             "out (and naming) the combinations without one")
     add_out(parser, MODELS_DIR.parent,
             "results folder (the largest budget's models in <out>/models, the others' in "
             "<out>/models-<budget>); rerun to resume")
@@ -377,7 +392,8 @@ def run_command(args: argparse.Namespace) -> int:
     if len(set(args.env_steps)) != len(args.env_steps):
         fail("env_steps", args.env_steps, "each budget at most once")
     print(_run(args.out, args.presets, args.algorithms, args.env_steps, args.seeds,
-               args.seed_offset, args.workers, args.rllib_python, progress=True))
+               args.seed_offset, args.workers, args.rllib_python, progress=True,
+               train=args.train))
     print(f"results in {args.out}/ (training.md, curve_<algorithm>.png)")
     return 0
 

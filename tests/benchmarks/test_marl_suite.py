@@ -89,3 +89,19 @@ def test_a_failed_training_run_names_its_log(tmp_path):
     with pytest.raises(RuntimeError, match="ippo-seed0.log"):
         marl.train_missing(jobs, 10, 0, 1, tmp_path / "python", progress=False)
     assert "preset" in (tmp_path / "m" / "ippo-seed0.log").read_text()
+
+
+def test_no_train_evaluates_only_the_models_there(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(marl, "train_missing", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match="no trained models in"):
+        marl.run(tmp_path, [PRESET], ["ippo"], env_steps=[300, 600], seeds=1, train=False)
+    from tests.mara_agents.marl.test_common import write_actor_model
+
+    # an IPPO model at the smaller budget only: the larger rung is left out, named
+    write_actor_model(model_file(tmp_path / "models-300", PRESET, "ippo"), algorithm="ippo",
+                      env_steps=300)
+    table = marl.run(tmp_path, [PRESET], ["ippo"], env_steps=[300, 600], seeds=1,
+                     train=False)
+    assert "no model, left out (--no-train): ippo on CoRE-Small-v0 at 600" in \
+        capsys.readouterr().out
+    assert f"| {PRESET} | 300 | ippo |" in table and f"| {PRESET} | 600 | ippo |" not in table
