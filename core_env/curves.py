@@ -17,6 +17,7 @@ noise"::
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -195,17 +196,26 @@ def _mix_table(mix: str) -> dict[str, np.ndarray]:
 _UNIFORM_COLUMNS = 11 + 5 * MAX_STAGES
 
 
-def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndarray
-                      ) -> CurveParams:
-    """Draw the curve parameters of n tasks whose required work s* is given.
-
-    Three generator calls in a fixed order: a block of uniforms (one row per task, one
-    column per scalar parameter), the standard normal noise knots, the white noise. A task
-    of a real family uses two of its uniforms (``pick``) and none of the other draws.
-    """
-    t = _mix_table(mix)
-    n, s_max = required_work.shape[0], MAX_STAGES
+def draw_curve_randomness(rng: np.random.Generator, n: int
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The generator calls behind n tasks' curves, in their fixed order: a block of uniforms
+    float64[n, U] (one row per task, one column per scalar parameter), the standard normal
+    noise knots float32[n, n_knots] and the white noise float32[n, G] (uniform in
+    [-1/2, 1/2)). :func:`curve_params` turns them into :class:`CurveParams`."""
     u = rng.random((n, _UNIFORM_COLUMNS))
+    knots = rng.standard_normal(size=(n, _KNOTS.size), dtype=np.float32)
+    white = rng.random(size=(n, GRID_SIZE), dtype=np.float32) - _F(0.5)
+    return u, knots, white
+
+
+def curve_params(mix: str, required_work: np.ndarray, u: np.ndarray, knots: np.ndarray,
+                 white: np.ndarray) -> CurveParams:
+    """The curve parameters of n tasks from their draws (:func:`draw_curve_randomness`) and
+    their required work s* (no randomness). Every operation is per task (row), so the
+    parameters of several task sets computed at once, on their concatenated rows, equal those
+    computed one set at a time."""
+    t = _mix_table(mix)
+    s_max = MAX_STAGES
     entry = np.searchsorted(t["cum"], u[:, 0], side="right")
 
     def between(name: str, col: np.ndarray) -> np.ndarray:
@@ -236,13 +246,24 @@ def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndar
     rl_weight = raw / pmath.rowsum(raw)[:, None]
     factor = np.where(active, between("drop_factor", cols[4]), 1.0)
     weight = np.where(is_rl, rl_weight, factor)
-    knots = rng.standard_normal(size=(n, _KNOTS.size), dtype=np.float32)
-    white = rng.random(size=(n, GRID_SIZE), dtype=np.float32) - _F(0.5)
     return CurveParams(entry=entry, log_required=log_required, log_scale=log_scale.astype(_F),
                        k=k.astype(_F), shape=shape, l0=l0.astype(_F), floor=floor.astype(_F),
                        stage_at=at.astype(_F), stage_width=width.astype(_F),
                        stage_weight=weight.astype(_F), knots=knots, white=white,
                        bump=bump.astype(_F), pick=u[:, 1:3])
+
+
+def draw_curve_params(rng: np.random.Generator, mix: str, required_work: np.ndarray
+                      ) -> CurveParams:
+    """Draw the curve parameters of n tasks whose required work s* is given.
+
+    Three generator calls in a fixed order (:func:`draw_curve_randomness`): a block of
+    uniforms (one row per task, one column per scalar parameter), the standard normal noise
+    knots, the white noise; then :func:`curve_params`. A task of a real family uses two of its
+    uniforms (``pick``) and none of the other draws.
+    """
+    u, knots, white = draw_curve_randomness(rng, required_work.shape[0])
+    return curve_params(mix, required_work, u, knots, white)
 
 
 def _shape(family: str, c: CurveParams, log_u: np.ndarray, stages: int) -> np.ndarray:
@@ -299,6 +320,15 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
         :data:`FAMILIES`, float32[n, G] noise-free and observed log-loss tables on
         :data:`LOG_WORK_GRID`, and float64[n] ln eps_j (the true curve's value at s*).
     """
+    tabulate = _compiled_tabulate()
+    if tabulate is None:
+        return _evaluate_numpy(c, mix)
+    return _evaluate_compiled(c, mix, tabulate)
+
+
+def _evaluate_numpy(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                        np.ndarray]:
+    """:func:`evaluate_curves` in numpy (the reference, and the backend without numba)."""
     entries = MIXES[mix]
     n = c.entry.shape[0]
     family = np.zeros(n, dtype=np.int8)
@@ -337,6 +367,105 @@ def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, n
         rows = np.arange(idx.size)
         lo = true_ll[idx[rows], i0].astype(np.float64)
         log_target[idx] = lo + (true_ll[idx[rows], i0 + 1] - lo) * frac
+    return family, true_ll, obs_ll, log_target
+
+
+
+@lru_cache(maxsize=None)
+def _entry_table(mix: str) -> tuple[np.ndarray, ...]:
+    """Per-entry constants of a mix for the compiled kernel: family index (into
+    :data:`FAMILIES`), kernel kind (-1 for a real family), number of stages, noise sigma and
+    white-noise scale (the same doubles as :func:`_evaluate_numpy` computes)."""
+    from core_env import _curves_numba as nb
+
+    kinds = {"supervised": nb.SUPERVISED, "rl": nb.RL, "vision": nb.VISION}
+    entries = [p for p, _ in MIXES[mix]]
+    real = [isinstance(p, RealFamily) for p in entries]
+    family = np.array([FAMILIES.index(p.family) for p in entries], dtype=np.int8)
+    kind = np.array([-1 if r else kinds[p.family] for p, r in zip(entries, real)],
+                    dtype=np.int64)
+    stages = np.array([0 if r else p.stages[1] for p, r in zip(entries, real)],
+                      dtype=np.int64)
+    sigma = np.array([0.0 if r else p.noise_sigma for p, r in zip(entries, real)],
+                     dtype=np.float64)
+    white = np.array([0.0 if r else p.white_sigma * math.sqrt(12.0)
+                      for p, r in zip(entries, real)], dtype=np.float64)
+    return family, kind, stages, sigma, white
+
+
+_KNOT_LEFT_I64 = _KNOT_LEFT.astype(np.int64)
+
+
+def _run_kernel(tabulate, c: CurveParams, kind: np.ndarray, stages: np.ndarray,
+                sigma: np.ndarray, white: np.ndarray, true_ll: np.ndarray,
+                obs_ll: np.ndarray) -> None:
+    """Call the compiled kernel with contiguous arrays of fixed dtypes (one signature)."""
+    def f32(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    tabulate(np.ascontiguousarray(c.entry, dtype=np.int64), kind, stages, sigma, white,
+             f32(c.log_scale), f32(c.k), np.ascontiguousarray(c.shape, dtype=np.int64),
+             f32(c.l0), f32(c.floor), f32(c.stage_at), f32(c.stage_width),
+             f32(c.stage_weight), f32(c.knots), f32(c.white), f32(c.bump), LOG_WORK_GRID,
+             _KNOT_LEFT_I64, _KNOT_FRAC, true_ll, obs_ll)
+
+
+@lru_cache(maxsize=None)
+def _compiled_tabulate():
+    """The compiled kernel of :mod:`core_env._curves_numba`, built (or loaded from numba's
+    cache) and tried once; None where :mod:`core_env.pmath` runs its numpy backend (numba
+    missing, disabled or ``CORE_ENV_PMATH=numpy``) or the kernel cannot be built."""
+    if pmath.BACKEND != "numba":
+        return None
+    try:
+        from core_env import _curves_numba
+
+        tabulate = _curves_numba.tabulate
+        c = curve_params("train", np.ones(1), np.full((1, _UNIFORM_COLUMNS), 0.5),
+                         np.zeros((1, _KNOTS.size), dtype=_F),
+                         np.zeros((1, GRID_SIZE), dtype=_F))
+        _, kind, stages, sigma, white = _entry_table("train")
+        out = np.zeros((2, 1, GRID_SIZE), dtype=_F)
+        _run_kernel(tabulate, c, kind, stages, sigma, white, out[0], out[1])
+    except Exception as e:  # e.g. no writable cache directory, an LLVM that cannot build
+        warnings.warn(f"core_env.curves: numba is installed but its curve kernel could not "
+                      f"be built ({type(e).__name__}: {e}); using the numpy code (the same "
+                      f"results, slower)", stacklevel=3)
+        return None
+    return tabulate
+
+
+def _evaluate_compiled(c: CurveParams, mix: str, tabulate) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`evaluate_curves` with the synthetic families tabulated by the compiled kernel
+    (the same bits as :func:`_evaluate_numpy`); the real families as there."""
+    entries = MIXES[mix]
+    n = c.entry.shape[0]
+    family_of, kind, stages, sigma, white = _entry_table(mix)
+    entry = np.asarray(c.entry)
+    valid = (entry >= 0) & (entry < len(entries))
+    family = np.zeros(n, dtype=np.int8)
+    family[valid] = family_of[entry[valid]]
+    true_ll = np.zeros((n, GRID_SIZE), dtype=np.float32)
+    obs_ll = np.zeros((n, GRID_SIZE), dtype=np.float32)
+    log_target = np.zeros(n)
+    if n == 0:
+        return family, true_ll, obs_ll, log_target
+    _run_kernel(tabulate, c, kind, stages, sigma, white, true_ll, obs_ll)
+    synthetic = np.flatnonzero(valid)
+    synthetic = synthetic[kind[entry[synthetic]] >= 0]
+    if synthetic.size:
+        i0, frac = grid_position(np.asarray(c.log_required)[synthetic])
+        lo = true_ll[synthetic, i0].astype(np.float64)
+        log_target[synthetic] = lo + (true_ll[synthetic, i0 + 1] - lo) * frac
+    for e, (p, _) in enumerate(entries):
+        if not isinstance(p, RealFamily):
+            continue
+        idx = np.flatnonzero(entry == e)
+        if idx.size:
+            ce = _take(c, idx)
+            true_ll[idx], obs_ll[idx], log_target[idx] = place_curves(
+                p.family, p.split, ce.log_required, ce.pick, LOG_WORK_GRID)
     return family, true_ll, obs_ll, log_target
 
 

@@ -16,8 +16,8 @@ import numpy as np
 from core_env import pmath
 from core_env.banks import trace_arrivals
 from core_env.config import MAX_SWITCH_COST, CoreConfig
-from core_env.curves import (FAMILIES, GRID_SIZE, CurveParams, concat_params,
-                             draw_curve_params, evaluate_curves, first_crossing)
+from core_env.curves import (FAMILIES, GRID_SIZE, curve_params, draw_curve_randomness,
+                             evaluate_curves, first_crossing)
 from core_env.utils.checks import check_number
 
 
@@ -75,7 +75,10 @@ class _Draw(NamedTuple):
     cap: np.ndarray
     alpha: np.ndarray
     speeds: np.ndarray
-    curves: CurveParams
+    s_star: np.ndarray  # the curves' draws (core_env.curves.draw_curve_randomness) and s*
+    curve_uniforms: np.ndarray
+    curve_knots: np.ndarray
+    curve_white: np.ndarray
     switch_cost: np.ndarray
     episode_switch_cost: float
     tenant: np.ndarray | None = None
@@ -177,24 +180,30 @@ def _draw(cfg: CoreConfig, rng: np.random.Generator) -> _Draw:
     s_star, cap, slack = draw_tasks(cfg, u, tenant)
     alpha = w.alpha_range[0] + (w.alpha_range[1] - w.alpha_range[0]) * u[:, 2]
     window = deadline_windows(cfg, s_star, cap, alpha, slack)
-    curves = draw_curve_params(rng, w.mix, s_star)
+    u_curves, knots, white = draw_curve_randomness(rng, arrival.shape[0])
     cost, scale = switch_costs(cfg, arrival.shape[0], rng)
     return _Draw(arrival=arrival, deadline=arrival + window, cap=cap, alpha=alpha,
-                 speeds=speeds, curves=curves, switch_cost=cost, episode_switch_cost=scale,
+                 speeds=speeds, s_star=s_star, curve_uniforms=u_curves, curve_knots=knots,
+                 curve_white=white, switch_cost=cost, episode_switch_cost=scale,
                  tenant=tenant)
 
 
 def generate_workloads(cfg: CoreConfig, rngs: Sequence[np.random.Generator]) -> list[Workload]:
-    """One workload per generator, drawn in order from each, with all curves tabulated in a
-    single vectorised pass (what the batched simulator uses to reset many environments).
+    """One workload per generator, drawn in order from each, with all curves computed and
+    tabulated in a single vectorised pass over every task (what the batched simulator uses to
+    reset many environments).
 
     Identical to ``[generate_workload(cfg, rng) for rng in rngs]``.
     """
     draws = [_draw(cfg, rng) for rng in rngs]
     if not draws:
         return []
-    family, true_ll, obs_ll, log_target = evaluate_curves(
-        concat_params([d.curves for d in draws]), cfg.workload.mix)
+    mix = cfg.workload.mix
+    params = curve_params(mix, np.concatenate([d.s_star for d in draws]),
+                          np.concatenate([d.curve_uniforms for d in draws]),
+                          np.concatenate([d.curve_knots for d in draws]),
+                          np.concatenate([d.curve_white for d in draws]))
+    family, true_ll, obs_ll, log_target = evaluate_curves(params, mix)
     out, start = [], 0
     for d in draws:
         sl = slice(start, start + d.arrival.shape[0])

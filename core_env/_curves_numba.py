@@ -1,0 +1,222 @@
+"""Compiled tabulation of the synthetic curve families (used when numba is installed).
+
+:func:`core_env.curves.evaluate_curves` holds the numpy implementation, the reference: the
+kernel here computes, task by task and grid point by grid point, the same IEEE-754 float64
+operations in the same order (fdlibm's ``exp``/``log``/``log1p``/``sigmoid``/``softplus`` of
+:mod:`core_env._pmath_numba`, the float32 parameters widened to float64, the tables rounded
+once to float32 when stored), so it gives the same bits. numba compiles without fast-math,
+so LLVM neither reorders the operations nor fuses a multiply and an add into an FMA.
+``tests/core_env/test_curves_kernel.py`` compares the two bit for bit.
+
+The kernel is compiled on first use and cached on disk (``cache=True``: numba's
+``__pycache__`` next to this file, or ``NUMBA_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from core_env._fdlibm import (EXP_MAX, EXP_MIN, INV_LN2, LG1, LG2, LG3, LG4, LG5, LG6, LG7,
+                              LN2_HI, LN2_LO, P1, P2, P3, P4, P5, SQRT_HALF)
+
+_JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+_INLINE = {**_JIT, "inline": "always"}  # inlined into the loops, which LLVM can then vectorise
+
+# --- fdlibm's functions of core_env._pmath_numba, without the C library calls -------------
+# exp_scalar, log_scalar, log1p_scalar, sigmoid_scalar and softplus_scalar, operation for
+# operation, with the three library calls that cost most of their time replaced by exact
+# equivalents: np.rint(t) by (t + 1.5 * 2**52) - 1.5 * 2**52 (round half to even, exact for
+# |t| < 2**51; here |t| < 1025), math.ldexp(y, n) by y times 2**n from a table (one correctly
+# rounded multiplication, as ldexp rounds once; n is in [-1022, 1024] for x in
+# [EXP_MIN, EXP_MAX], and 2**1024 is applied as 2**1023 then 2, the first step exact), and
+# math.frexp(x) by reading the exponent bits (of x times 2**54, exact, for a
+# subnormal x). Without library calls LLVM can vectorise a loop over them. tests/core_env/test_curves_kernel.py
+# checks them against the originals bit for bit.
+
+_ROUND = 6755399441055744.0  # 1.5 * 2**52
+_POW2 = np.array([math.ldexp(1.0, n) for n in range(-1022, 1024)], dtype=np.float64)
+"""2**n for n in [-1022, 1023], at index n + 1022."""
+_TINY = 2.2250738585072014e-308  # the least normal double
+_TWO54 = 18014398509481984.0  # 2**54
+_MANT = 0x000FFFFFFFFFFFFF
+_HALF_EXP = 1022 << 52  # exponent bits of [0.5, 1)
+
+
+@njit(**_INLINE)
+def exp_fast(x: float) -> float:
+    if x != x:
+        return x
+    if x > EXP_MAX:
+        return math.inf
+    if x < EXP_MIN:
+        return 0.0
+    n = (x * INV_LN2 + _ROUND) - _ROUND
+    hi = x - n * LN2_HI
+    lo = n * LN2_LO
+    r = hi - lo
+    t = r * r
+    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
+    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+    k = int(n)
+    if k > 1023:
+        return (y * _POW2[1023 + 1022]) * 2.0
+    return y * _POW2[k + 1022]
+
+
+@njit(**_INLINE)
+def log_fast(x: float) -> float:
+    if not (x > 0.0 and x < math.inf):
+        if x == 0.0:
+            return -math.inf
+        if x == math.inf:
+            return math.inf
+        return math.nan
+    shift = 0
+    if x < _TINY:  # subnormal: scaled by 2**54 (exact) into the normal range
+        x = x * _TWO54
+        shift = 54
+    bits = np.float64(x).view(np.int64)
+    e = (bits >> 52) - 1022 - shift  # frexp: x = m 2**e, m in [0.5, 1)
+    m = np.int64((bits & _MANT) | _HALF_EXP).view(np.float64)
+    if m < SQRT_HALF:
+        m = m + m
+        e -= 1
+    k = float(e)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    r = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7))) + w * (LG2 + w * (LG4 + w * LG6))
+    hfsq = 0.5 * f * f
+    return k * LN2_HI - ((hfsq - (s * (hfsq + r) + k * LN2_LO)) - f)
+
+
+@njit(**_INLINE)
+def log1p_fast(x: float) -> float:
+    u = 1.0 + x
+    d = u - 1.0
+    if d == 0.0:
+        return x
+    if u == math.inf:
+        return math.inf
+    return log_fast(u) * (x / d)
+
+
+@njit(**_INLINE)
+def sigmoid_fast(x: float) -> float:
+    e = exp_fast(-abs(x))
+    if x >= 0.0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+@njit(**_INLINE)
+def softplus_fast(x: float) -> float:
+    return max(x, 0.0) + log1p_fast(exp_fast(-abs(x)))
+
+
+# --- the tabulation ---------------------------------------------------------------------
+
+SUPERVISED, RL, VISION = 0, 1, 2
+"""Kind codes of the synthetic families (any other code: a task the kernel leaves alone)."""
+
+_INV_DROP_WIDTH = 1.0 / 0.03
+"""The vision drops' sigmoid slope, the same double as the reference's ``(1.0 / 0.03)``."""
+
+
+@njit(**_JIT)
+def tabulate(entry, kind, n_stages, noise_sigma, white_scale, log_scale, k, shape, l0,
+             floor, stage_at, stage_width, stage_weight, knots, white, bump, grid,
+             knot_left, knot_frac, true_ll, obs_ll):
+    """Fill rows of ``true_ll`` and ``obs_ll`` (float32[n, G]) of the tasks of synthetic
+    families.
+
+    Per mix entry e: ``kind[e]`` (:data:`SUPERVISED`, :data:`RL`, :data:`VISION`, else
+    skipped), ``n_stages[e]`` (the entry's largest number of rl stages / vision drops),
+    ``noise_sigma[e]`` and ``white_scale[e]`` (``white_sigma * sqrt(12)``). Per task: the
+    fields of :class:`core_env.curves.CurveParams` (float32 as drawn). ``grid``,
+    ``knot_left`` and ``knot_frac``: the log-work grid and each grid point's left noise knot
+    and fraction of the way to the next one.
+
+    Each loop over the grid points is branch-free in its family and shape (so LLVM can
+    vectorise it; lane by lane, the same IEEE operations), and the stages are applied one
+    after the other over the whole row, as the reference does.
+    """
+    n = entry.shape[0]
+    n_grid = grid.shape[0]
+    n_entries = kind.shape[0]
+    lu = np.empty(n_grid)
+    g = np.empty(n_grid)
+    for i in range(n):
+        e = entry[i]
+        if e < 0 or e >= n_entries:
+            continue
+        fam = kind[e]
+        if fam != SUPERVISED and fam != RL and fam != VISION:
+            continue
+        ls = np.float64(log_scale[i])
+        for j in range(n_grid):
+            lu[j] = grid[j] - ls
+        kk = np.float64(k[i])
+        neg_k = -kk
+        if fam == SUPERVISED:
+            sh = shape[i]
+            if sh == 0:  # pow3: (1 + u)^-k
+                for j in range(n_grid):
+                    g[j] = exp_fast(neg_k * softplus_fast(lu[j]))
+            elif sh == 1:  # weibull: exp(-u^k)
+                for j in range(n_grid):
+                    g[j] = exp_fast(-exp_fast(kk * lu[j]))
+            elif sh == 2:  # mmf: 1 / (1 + u^k)
+                for j in range(n_grid):
+                    g[j] = sigmoid_fast(neg_k * lu[j])
+            else:  # ilog: (1 + ln(1 + u))^-k
+                for j in range(n_grid):
+                    g[j] = exp_fast(neg_k * log1p_fast(softplus_fast(lu[j])))
+        elif fam == RL:  # 1 - sum_s w_s sigmoid((log u - c_s) / width_s), at least 0
+            for j in range(n_grid):
+                g[j] = 1.0
+            for s in range(n_stages[e]):
+                w_s = np.float64(stage_weight[i, s])
+                at_s = np.float64(stage_at[i, s])
+                width_s = np.float64(stage_width[i, s])
+                for j in range(n_grid):
+                    g[j] -= w_s * sigmoid_fast((lu[j] - at_s) / width_s)
+            for j in range(n_grid):
+                if g[j] < 0.0:  # np.maximum(g, 0.0) (nan stays nan)
+                    g[j] = 0.0
+        else:  # vision: (1 + u)^-k times a drop factor after each learning-rate step
+            for j in range(n_grid):
+                g[j] = exp_fast(neg_k * softplus_fast(lu[j]))
+            for s in range(n_stages[e]):
+                at_s = np.float64(stage_at[i, s])
+                keep_s = 1.0 - np.float64(stage_weight[i, s])
+                for j in range(n_grid):
+                    step = sigmoid_fast((lu[j] - at_s) * _INV_DROP_WIDTH)
+                    g[j] *= 1.0 - keep_s * step
+        lo0 = np.float64(l0[i])
+        fl = np.float64(floor[i])
+        span = lo0 - fl
+        sigma = noise_sigma[e]
+        wscale = white_scale[e]
+        bumpy = fam == RL and bump[i, 2] > 0
+        b0 = np.float64(bump[i, 0])
+        b1 = np.float64(bump[i, 1])
+        b2 = np.float64(bump[i, 2])
+        for j in range(n_grid):
+            curve = log_fast(fl + span * g[j])
+            kl = knot_left[j]
+            left = np.float64(knots[i, kl]) * sigma
+            right = np.float64(knots[i, kl + 1]) * sigma
+            noise = left + (right - left) * knot_frac[j]
+            w = np.float64(white[i, j]) * wscale
+            if fam == RL:  # heteroscedastic: largest while the curve learns fastest
+                w *= 0.3 + 2.8 * g[j] * (1.0 - g[j])
+                if bumpy:
+                    z = (grid[j] - b0) / b1
+                    noise += b2 * exp_fast(-0.5 * (z * z))
+            true_ll[i, j] = np.float32(curve)
+            obs_ll[i, j] = np.float32(curve + noise + w)
