@@ -3,7 +3,7 @@
 :func:`core_env.curves.evaluate_curves` holds the numpy implementation, the reference: the
 kernel here computes, task by task and grid point by grid point, the same IEEE-754 float64
 operations in the same order (fdlibm's ``exp``/``log``/``log1p``/``sigmoid``/``softplus`` of
-:mod:`core_env._pmath_numba`, the float32 parameters widened to float64, the tables rounded
+:mod:`core_env._pmath_numba`, their ``*_fast`` versions, the float32 parameters widened to float64, the tables rounded
 once to float32 when stored), so it gives the same bits. numba compiles without fast-math,
 so LLVM neither reorders the operations nor fuses a multiply and an add into an FMA.
 ``tests/core_env/test_curves_kernel.py`` compares the two bit for bit.
@@ -19,104 +19,10 @@ import math
 import numpy as np
 from numba import njit
 
-from core_env._fdlibm import (EXP_MAX, EXP_MIN, INV_LN2, LG1, LG2, LG3, LG4, LG5, LG6, LG7,
-                              LN2_HI, LN2_LO, P1, P2, P3, P4, P5, SQRT_HALF)
+from core_env._pmath_numba import (exp_fast, log1p_fast, log_fast, sigmoid_fast,  # noqa: F401
+                                   softplus_fast)
 
 _JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
-_INLINE = {**_JIT, "inline": "always"}  # inlined into the loops, which LLVM can then vectorise
-
-# --- fdlibm's functions of core_env._pmath_numba, without the C library calls -------------
-# exp_scalar, log_scalar, log1p_scalar, sigmoid_scalar and softplus_scalar, operation for
-# operation, with the three library calls that cost most of their time replaced by exact
-# equivalents: np.rint(t) by (t + 1.5 * 2**52) - 1.5 * 2**52 (round half to even, exact for
-# |t| < 2**51; here |t| < 1025), math.ldexp(y, n) by y times 2**n from a table (one correctly
-# rounded multiplication, as ldexp rounds once; n is in [-1022, 1024] for x in
-# [EXP_MIN, EXP_MAX], and 2**1024 is applied as 2**1023 then 2, the first step exact), and
-# math.frexp(x) by reading the exponent bits (of x times 2**54, exact, for a
-# subnormal x). Without library calls LLVM can vectorise a loop over them. tests/core_env/test_curves_kernel.py
-# checks them against the originals bit for bit.
-
-_ROUND = 6755399441055744.0  # 1.5 * 2**52
-_POW2 = np.array([math.ldexp(1.0, n) for n in range(-1022, 1024)], dtype=np.float64)
-"""2**n for n in [-1022, 1023], at index n + 1022."""
-_TINY = 2.2250738585072014e-308  # the least normal double
-_TWO54 = 18014398509481984.0  # 2**54
-_MANT = 0x000FFFFFFFFFFFFF
-_HALF_EXP = 1022 << 52  # exponent bits of [0.5, 1)
-
-
-@njit(**_INLINE)
-def exp_fast(x: float) -> float:
-    if x != x:
-        return x
-    if x > EXP_MAX:
-        return math.inf
-    if x < EXP_MIN:
-        return 0.0
-    n = (x * INV_LN2 + _ROUND) - _ROUND
-    hi = x - n * LN2_HI
-    lo = n * LN2_LO
-    r = hi - lo
-    t = r * r
-    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-    k = int(n)
-    if k > 1023:
-        return (y * _POW2[1023 + 1022]) * 2.0
-    return y * _POW2[k + 1022]
-
-
-@njit(**_INLINE)
-def log_fast(x: float) -> float:
-    if not (x > 0.0 and x < math.inf):
-        if x == 0.0:
-            return -math.inf
-        if x == math.inf:
-            return math.inf
-        return math.nan
-    shift = 0
-    if x < _TINY:  # subnormal: scaled by 2**54 (exact) into the normal range
-        x = x * _TWO54
-        shift = 54
-    bits = np.float64(x).view(np.int64)
-    e = (bits >> 52) - 1022 - shift  # frexp: x = m 2**e, m in [0.5, 1)
-    m = np.int64((bits & _MANT) | _HALF_EXP).view(np.float64)
-    if m < SQRT_HALF:
-        m = m + m
-        e -= 1
-    k = float(e)
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    r = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7))) + w * (LG2 + w * (LG4 + w * LG6))
-    hfsq = 0.5 * f * f
-    return k * LN2_HI - ((hfsq - (s * (hfsq + r) + k * LN2_LO)) - f)
-
-
-@njit(**_INLINE)
-def log1p_fast(x: float) -> float:
-    u = 1.0 + x
-    d = u - 1.0
-    if d == 0.0:
-        return x
-    if u == math.inf:
-        return math.inf
-    return log_fast(u) * (x / d)
-
-
-@njit(**_INLINE)
-def sigmoid_fast(x: float) -> float:
-    e = exp_fast(-abs(x))
-    if x >= 0.0:
-        return 1.0 / (1.0 + e)
-    return e / (1.0 + e)
-
-
-@njit(**_INLINE)
-def softplus_fast(x: float) -> float:
-    return max(x, 0.0) + log1p_fast(exp_fast(-abs(x)))
-
 
 # --- the tabulation ---------------------------------------------------------------------
 

@@ -22,7 +22,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from core_env._pmath_numba import exp_scalar, log1p_scalar, log_scalar, pow_scalar
+# the library-call-free versions (the same bits: tests/core_env/test_curves_kernel.py)
+from core_env._pmath_numba import exp_fast as exp_scalar
+from core_env._pmath_numba import log1p_fast as log1p_scalar
+from core_env._pmath_numba import log_fast as log_scalar
+from core_env._pmath_numba import pow_fast as pow_scalar
 
 _JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
 
@@ -403,3 +407,16 @@ def switch_tenant_features(slot_task, held_task, held_slot, w_switch_cost, switc
             table[b, j, tcol_tenant[0]] = np.float64(x + 1) * np.float64(inv_g)
             table[b, j, tcol_tenant[1]] = shares[x]
             table[b, j, tcol_tenant[2]] = min(max(lag[x], -1.0), 1.0)
+
+
+@njit(**_JIT)
+def write_mask(slot_task, mask):
+    """:meth:`core_env.observe.Observer.write_mask`: idle and every occupied slot, for
+    every node (int8[B, N, K + 1])."""
+    bsz, k = slot_task.shape
+    n = mask.shape[1]
+    for b in range(bsz):
+        for i in range(n):
+            mask[b, i, 0] = 1
+            for j in range(k):
+                mask[b, i, j + 1] = 1 if slot_task[b, j] >= 0 else 0

@@ -238,6 +238,11 @@ class Observer:
 
     def write_mask(self, s: BatchState, mask: np.ndarray) -> np.ndarray:
         """The masks int8[B, N, K+1] into ``mask``: idle and every occupied slot."""
+        if self.backend == "numba" and mask.flags.c_contiguous:
+            from core_env import _dynamics_numba
+
+            _dynamics_numba.write_mask(s.slot_task, mask)
+            return mask
         mask[:, :, 0] = 1
         mask[:, :, 1:] = (s.slot_task >= 0)[:, None, :]
         return mask

@@ -102,10 +102,11 @@ def test_the_test_can_fail():
 
 @needs_numba
 def test_fast_scalar_math_equals_the_pmath_kernels():
-    """The library-call-free fdlibm functions of the kernel equal core_env._pmath_numba's."""
+    """The library-call-free fdlibm functions (``*_fast``, of the curve and dynamics kernels)
+    equal core_env._pmath_numba's ``*_scalar`` ones."""
     from numba import njit
 
-    from core_env import _curves_numba as fast
+    from core_env import _pmath_numba as fast
     from core_env import _pmath_numba as ref
 
     def loop(fn):
@@ -136,6 +137,19 @@ def test_fast_scalar_math_equals_the_pmath_kernels():
         loop(f)(x, a)
         loop(r)(x, b)
         assert _same(a, b), (f.__name__, x[~((a == b) | (np.isnan(a) & np.isnan(b)))][:5])
+
+    @njit
+    def powers(fn, x, y, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i], y[i])
+
+    base = np.concatenate([np.abs(x[:60000]), [0.0, -0.0, -1.0, np.nan, np.inf, 16.0]])
+    expo = np.concatenate([rng.uniform(-3.0, 3.0, 60000), [0.5, -0.5, 0.0, 1.0, 0.0, np.nan]])
+    a, b = np.empty_like(base), np.empty_like(base)
+    with np.errstate(all="ignore"):
+        powers(fast.pow_fast, base, expo, a)
+        powers(ref.pow_scalar, base, expo, b)
+    assert _same(a, b), "pow_fast"
 
 
 @pytest.mark.parametrize("mix", sorted(MIXES))
