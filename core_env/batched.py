@@ -128,10 +128,10 @@ class BatchedCoreEnv:
         stats = [dynamics.episode_stats(self.sim, int(b)) for b in finished]
         episode = {"env": finished}
         for key in EPISODE_KEYS:
-            episode[key] = np.asarray([st[key] for st in stats],
-                                      dtype=np.float64 if key in ("completion_rate",
-                                                                  "utilization", "return")
-                                      else np.int64)
+            dtype = np.float64 if key in ("completion_rate", "utilization", "return") \
+                else np.int64
+            episode[key] = (np.fromiter((st[key] for st in stats), dtype, len(stats))
+                            if stats else np.empty(0, dtype))
         tenants = {}
         if before is not None:
             arrived, won = self._tenant_counts()
@@ -174,8 +174,8 @@ class BatchedCoreEnv:
             raise ValueError(f"actions: expected shape {shape}, got {a.shape}")
         if not np.issubdtype(a.dtype, np.integer):
             raise ValueError(f"actions: expected an integer array, got dtype {a.dtype}")
-        bad = (a < 0) | (a >= self.n_actions)
-        if bad.any():
+        if a.size and (a.min() < 0 or a.max() >= self.n_actions):
+            bad = (a < 0) | (a >= self.n_actions)
             b, n = np.argwhere(bad)[0]
             raise ValueError(f"actions[{b}, {n}] (env {b}, node_{n}): expected an int in "
                              f"[0, {self.n_actions - 1}], got {a[b, n]}")
