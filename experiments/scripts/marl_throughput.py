@@ -110,8 +110,10 @@ def run_once(algorithm: str, preset: str, num_envs: int, env_steps: int,
             stack.enter_context(patched(MaskablePPO, "train", phases.timed("update")))
             vec = CoreVecEnv if num_envs else DummyVecEnv
             stack.enter_context(patched(vec, "step_wait", phases.timed("env")))
-            # the reference path as it was: one env, sb3-contrib's per-node distributions
-            config = sb3.MaskablePPOConfig(num_envs=num_envs, node_distribution=bool(num_envs))
+            # the reference path as it was: one env, sb3-contrib's per-node distributions,
+            # the per-tensor Adam
+            config = sb3.MaskablePPOConfig(num_envs=num_envs, node_distribution=bool(num_envs),
+                                           fused_adam=bool(num_envs))
             path = sb3.train(preset, env_steps, 0, out, config)
         else:
             from torchrl.collectors import Collector
@@ -125,9 +127,10 @@ def run_once(algorithm: str, preset: str, num_envs: int, env_steps: int,
             env_cls = CoreTorchEnv if num_envs else PettingZooWrapper
             for name in ("_step", "_reset"):
                 stack.enter_context(patched(env_cls, name, phases.timed("env")))
-            # the reference path as it was: one env, plain mlps
+            # the reference path as it was: one env, plain mlps, the per-tensor Adam
             config = torchrl_ppo.TorchRLPPOConfig(num_envs=num_envs,
-                                                  shared_table=bool(num_envs))
+                                                  shared_table=bool(num_envs),
+                                                  fused_adam=bool(num_envs))
             path = torchrl_ppo.train(algorithm, preset, env_steps, 0, out, config)
     blob = load_model(path)
     wall, steps = blob["wall_seconds"], blob["curve"]["steps"]

@@ -131,6 +131,11 @@ def policy_class() -> type:
     return NodeMaskablePolicy
 
 
+def _optimizer_kwargs(config: MaskablePPOConfig) -> dict[str, Any]:
+    """SB3's Adam settings (its default eps 1e-5 for PPO) with the fused kernel if asked."""
+    return {"optimizer_kwargs": {"eps": 1e-5, "fused": True}} if config.fused_adam else {}
+
+
 def _policy_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     hidden = config["hidden"] if "hidden" in config else config["net_arch"]  # older files
     return {"net_arch": list(hidden), "activation_fn": ACTIVATIONS["tanh"]}
@@ -158,7 +163,8 @@ def train(preset: str, env_steps: int, seed: int, out: str | Path,
         env.reset(seed=seed)
     policy = policy_class() if config.node_distribution else "MultiInputPolicy"
     model = MaskablePPO(policy, env, seed=seed, device="cpu", verbose=0,
-                        policy_kwargs=_policy_kwargs(dataclasses.asdict(config)),
+                        policy_kwargs={**_policy_kwargs(dataclasses.asdict(config)),
+                                       **_optimizer_kwargs(config)},
                         **config.sb3_kwargs())
     n_nodes = env_layout(core_env.parallel_env(preset=preset))["n_nodes"]
     model.learn(total_timesteps=env_steps, callback=_UpdateStats(log, n_nodes))

@@ -125,7 +125,8 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
                   value=(GROUP, "state_value"), done=(GROUP, "done"),
                   terminated=(GROUP, "terminated"))
     loss.make_value_estimator(gamma=config.gamma, lmbda=config.gae_lambda)
-    optim = torch.optim.Adam(loss.parameters(), config.lr)
+    optim = torch.optim.Adam(loss.parameters(), config.lr,
+                             **({"fused": True} if config.fused_adam else {}))
     batches = -(-env_steps // config.steps_per_update)
     collector = Collector(env, actor, frames_per_batch=config.steps_per_update,
                           total_frames=batches * config.steps_per_update,
