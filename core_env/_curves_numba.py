@@ -3,7 +3,7 @@
 :func:`core_env.curves.evaluate_curves` holds the numpy implementation, the reference: the
 kernel here computes, task by task and grid point by grid point, the same IEEE-754 float64
 operations in the same order (fdlibm's ``exp``/``log``/``log1p``/``sigmoid``/``softplus`` of
-:mod:`core_env._pmath_numba`, their ``*_fast`` versions, the float32 parameters widened to float64, the tables rounded
+:mod:`core_env._pmath_numba`, the float32 parameters widened to float64, the tables rounded
 once to float32 when stored), so it gives the same bits. numba compiles without fast-math,
 so LLVM neither reorders the operations nor fuses a multiply and an add into an FMA.
 ``tests/core_env/test_curves_kernel.py`` compares the two bit for bit.
@@ -19,8 +19,8 @@ import math
 import numpy as np
 from numba import njit
 
-from core_env._pmath_numba import (exp_fast, log1p_fast, log_fast, sigmoid_fast,  # noqa: F401
-                                   softplus_fast)
+from core_env._pmath_numba import (exp_scalar, log1p_scalar, log_scalar, sigmoid_scalar,
+                                   softplus_scalar)
 
 _JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
 
@@ -72,16 +72,16 @@ def tabulate(entry, kind, n_stages, noise_sigma, white_scale, log_scale, k, shap
             sh = shape[i]
             if sh == 0:  # pow3: (1 + u)^-k
                 for j in range(n_grid):
-                    g[j] = exp_fast(neg_k * softplus_fast(lu[j]))
+                    g[j] = exp_scalar(neg_k * softplus_scalar(lu[j]))
             elif sh == 1:  # weibull: exp(-u^k)
                 for j in range(n_grid):
-                    g[j] = exp_fast(-exp_fast(kk * lu[j]))
+                    g[j] = exp_scalar(-exp_scalar(kk * lu[j]))
             elif sh == 2:  # mmf: 1 / (1 + u^k)
                 for j in range(n_grid):
-                    g[j] = sigmoid_fast(neg_k * lu[j])
+                    g[j] = sigmoid_scalar(neg_k * lu[j])
             else:  # ilog: (1 + ln(1 + u))^-k
                 for j in range(n_grid):
-                    g[j] = exp_fast(neg_k * log1p_fast(softplus_fast(lu[j])))
+                    g[j] = exp_scalar(neg_k * log1p_scalar(softplus_scalar(lu[j])))
         elif fam == RL:  # 1 - sum_s w_s sigmoid((log u - c_s) / width_s), at least 0
             for j in range(n_grid):
                 g[j] = 1.0
@@ -90,18 +90,18 @@ def tabulate(entry, kind, n_stages, noise_sigma, white_scale, log_scale, k, shap
                 at_s = np.float64(stage_at[i, s])
                 width_s = np.float64(stage_width[i, s])
                 for j in range(n_grid):
-                    g[j] -= w_s * sigmoid_fast((lu[j] - at_s) / width_s)
+                    g[j] -= w_s * sigmoid_scalar((lu[j] - at_s) / width_s)
             for j in range(n_grid):
                 if g[j] < 0.0:  # np.maximum(g, 0.0) (nan stays nan)
                     g[j] = 0.0
         else:  # vision: (1 + u)^-k times a drop factor after each learning-rate step
             for j in range(n_grid):
-                g[j] = exp_fast(neg_k * softplus_fast(lu[j]))
+                g[j] = exp_scalar(neg_k * softplus_scalar(lu[j]))
             for s in range(n_stages[e]):
                 at_s = np.float64(stage_at[i, s])
                 keep_s = 1.0 - np.float64(stage_weight[i, s])
                 for j in range(n_grid):
-                    step = sigmoid_fast((lu[j] - at_s) * _INV_DROP_WIDTH)
+                    step = sigmoid_scalar((lu[j] - at_s) * _INV_DROP_WIDTH)
                     g[j] *= 1.0 - keep_s * step
         lo0 = np.float64(l0[i])
         fl = np.float64(floor[i])
@@ -113,7 +113,7 @@ def tabulate(entry, kind, n_stages, noise_sigma, white_scale, log_scale, k, shap
         b1 = np.float64(bump[i, 1])
         b2 = np.float64(bump[i, 2])
         for j in range(n_grid):
-            curve = log_fast(fl + span * g[j])
+            curve = log_scalar(fl + span * g[j])
             kl = knot_left[j]
             left = np.float64(knots[i, kl]) * sigma
             right = np.float64(knots[i, kl + 1]) * sigma
@@ -123,6 +123,6 @@ def tabulate(entry, kind, n_stages, noise_sigma, white_scale, log_scale, k, shap
                 w *= 0.3 + 2.8 * g[j] * (1.0 - g[j])
                 if bumpy:
                     z = (grid[j] - b0) / b1
-                    noise += b2 * exp_fast(-0.5 * (z * z))
+                    noise += b2 * exp_scalar(-0.5 * (z * z))
             true_ll[i, j] = np.float32(curve)
             obs_ll[i, j] = np.float32(curve + noise + w)

@@ -22,11 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# the library-call-free versions (the same bits: tests/core_env/test_curves_kernel.py)
-from core_env._pmath_numba import exp_fast as exp_scalar
-from core_env._pmath_numba import log1p_fast as log1p_scalar
-from core_env._pmath_numba import log_fast as log_scalar
-from core_env._pmath_numba import pow_fast as pow_scalar
+from core_env._pmath_numba import exp_scalar, log1p_scalar, log_scalar, pow_scalar
 
 _JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
 

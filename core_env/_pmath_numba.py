@@ -22,107 +22,15 @@ _JIT = {"cache": True, "error_model": "numpy"}  # division by zero gives inf, ne
 _INLINE = {**_JIT, "boundscheck": False, "inline": "always"}  # inlined into the callers' loops
 
 
-@njit(**_JIT)
-def exp_scalar(x: float) -> float:
-    if x != x:
-        return x
-    if x > EXP_MAX:
-        return math.inf
-    if x < EXP_MIN:
-        return 0.0
-    n = np.rint(x * INV_LN2)
-    hi = x - n * LN2_HI
-    lo = n * LN2_LO
-    r = hi - lo
-    t = r * r
-    c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
-    y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-    return math.ldexp(y, int(n))
-
-
-@njit(**_JIT)
-def log_scalar(x: float) -> float:
-    if not (x > 0.0 and x < math.inf):
-        if x == 0.0:
-            return -math.inf
-        if x == math.inf:
-            return math.inf
-        return math.nan
-    m, e = math.frexp(x)
-    if m < SQRT_HALF:
-        m = m + m
-        e -= 1
-    k = float(e)
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    r = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7))) + w * (LG2 + w * (LG4 + w * LG6))
-    hfsq = 0.5 * f * f
-    return k * LN2_HI - ((hfsq - (s * (hfsq + r) + k * LN2_LO)) - f)
-
-
-@njit(**_JIT)
-def log1p_scalar(x: float) -> float:
-    u = 1.0 + x
-    d = u - 1.0
-    if d == 0.0:
-        return x
-    if u == math.inf:
-        return math.inf
-    return log_scalar(u) * (x / d)
-
-
-@njit(**_JIT)
-def expm1_scalar(x: float) -> float:
-    u = exp_scalar(x)
-    if u == 1.0:
-        return x
-    um1 = u - 1.0
-    if um1 == -1.0:
-        return -1.0
-    if u == math.inf:
-        return math.inf
-    return um1 * (x / log_scalar(u))
-
-
-@njit(**_JIT)
-def pow_scalar(x: float, y: float) -> float:
-    if x != x or y != y:
-        return math.nan
-    if y == 0.0:
-        return 1.0
-    if x < 0.0:
-        return math.nan
-    if x == 0.0:
-        return 0.0 if y > 0.0 else math.inf
-    return exp_scalar(y * log_scalar(x))
-
-
-@njit(**_JIT)
-def sigmoid_scalar(x: float) -> float:
-    e = exp_scalar(-abs(x))
-    if x >= 0.0:
-        return 1.0 / (1.0 + e)
-    return e / (1.0 + e)
-
-
-@njit(**_JIT)
-def softplus_scalar(x: float) -> float:
-    return max(x, 0.0) + log1p_scalar(exp_scalar(-abs(x)))
-
-
-# --- the same functions without the C library calls ------------------------------------
-# exp_scalar, log_scalar, log1p_scalar, sigmoid_scalar and softplus_scalar, operation for
-# operation, with the three library calls that cost most of their time replaced by exact
-# equivalents: np.rint(t) by (t + 1.5 * 2**52) - 1.5 * 2**52 (round half to even, exact for
-# |t| < 2**51; here |t| < 1025), math.ldexp(y, n) by y times 2**n from a table (one correctly
-# rounded multiplication, as ldexp rounds once; n is in [-1022, 1024] for x in
-# [EXP_MIN, EXP_MAX], and 2**1024 is applied as 2**1023 then 2, the first step exact), and
-# math.frexp(x) by reading the exponent bits (of x times 2**54, exact, for a
-# subnormal x). Without library calls LLVM can inline and vectorise the loops that call
-# them (the curve tabulation, the dynamics kernels). tests/core_env/test_curves_kernel.py
-# checks them against the originals bit for bit.
+# fdlibm without C library calls: np.rint(t) is (t + 1.5 * 2**52) - 1.5 * 2**52 (round half
+# to even, exact for |t| < 2**51; here |t| < 1025), math.ldexp(y, n) is y times 2**n from a
+# table (one correctly rounded multiplication, as ldexp rounds once; n is in [-1022, 1024]
+# for x in [EXP_MIN, EXP_MAX], and 2**1024 is applied as 2**1023 then 2, the first step
+# exact), and math.frexp(x) reads the exponent bits (of x times 2**54, exact, for a
+# subnormal x). The library calls cost most of the functions' time and keep LLVM from
+# inlining and vectorising the loops that call them (the curve tabulation, the dynamics
+# kernels); the results are the same bits (tests/core_env/test_pmath.py and
+# test_curves_kernel.py compare them with the numpy kernels).
 
 _ROUND = 6755399441055744.0  # 1.5 * 2**52
 _POW2 = np.array([math.ldexp(1.0, n) for n in range(-1022, 1024)], dtype=np.float64)
@@ -133,8 +41,9 @@ _MANT = 0x000FFFFFFFFFFFFF
 _HALF_EXP = 1022 << 52  # exponent bits of [0.5, 1)
 
 
+
 @njit(**_INLINE)
-def exp_fast(x: float) -> float:
+def exp_scalar(x: float) -> float:
     if x != x:
         return x
     if x > EXP_MAX:
@@ -155,7 +64,7 @@ def exp_fast(x: float) -> float:
 
 
 @njit(**_INLINE)
-def log_fast(x: float) -> float:
+def log_scalar(x: float) -> float:
     if not (x > 0.0 and x < math.inf):
         if x == 0.0:
             return -math.inf
@@ -183,32 +92,31 @@ def log_fast(x: float) -> float:
 
 
 @njit(**_INLINE)
-def log1p_fast(x: float) -> float:
+def log1p_scalar(x: float) -> float:
     u = 1.0 + x
     d = u - 1.0
     if d == 0.0:
         return x
     if u == math.inf:
         return math.inf
-    return log_fast(u) * (x / d)
+    return log_scalar(u) * (x / d)
 
 
 @njit(**_INLINE)
-def sigmoid_fast(x: float) -> float:
-    e = exp_fast(-abs(x))
-    if x >= 0.0:
-        return 1.0 / (1.0 + e)
-    return e / (1.0 + e)
+def expm1_scalar(x: float) -> float:
+    u = exp_scalar(x)
+    if u == 1.0:
+        return x
+    um1 = u - 1.0
+    if um1 == -1.0:
+        return -1.0
+    if u == math.inf:
+        return math.inf
+    return um1 * (x / log_scalar(u))
 
 
 @njit(**_INLINE)
-def softplus_fast(x: float) -> float:
-    return max(x, 0.0) + log1p_fast(exp_fast(-abs(x)))
-
-
-@njit(**_INLINE)
-def pow_fast(x: float, y: float) -> float:
-    """:func:`pow_scalar` on :func:`exp_fast` and :func:`log_fast`."""
+def pow_scalar(x: float, y: float) -> float:
     if x != x or y != y:
         return math.nan
     if y == 0.0:
@@ -217,7 +125,20 @@ def pow_fast(x: float, y: float) -> float:
         return math.nan
     if x == 0.0:
         return 0.0 if y > 0.0 else math.inf
-    return exp_fast(y * log_fast(x))
+    return exp_scalar(y * log_scalar(x))
+
+
+@njit(**_INLINE)
+def sigmoid_scalar(x: float) -> float:
+    e = exp_scalar(-abs(x))
+    if x >= 0.0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+@njit(**_INLINE)
+def softplus_scalar(x: float) -> float:
+    return max(x, 0.0) + log1p_scalar(exp_scalar(-abs(x)))
 
 
 OPS = ("exp", "log", "log1p", "expm1", "pow", "sigmoid", "softplus")
