@@ -6,8 +6,9 @@ per-node actor and the policy that runs it.
 objects): ``algorithm``, ``preset``, ``seed``, ``env_steps`` (the budget trained for),
 ``wall_seconds``, ``library`` (name and version), ``config`` (the algorithm's settings),
 ``layout`` (``n_nodes``, ``n_actions``, ``obs_dim``, ``state_dim``), ``curve`` (the training
-episodes' completion rate against env steps, and ``steps``, the env steps actually taken:
-the libraries round the budget up to whole batches) and the weights. A library's own save format
+episodes' completion rate against env steps, stored as tensors and loaded as lists; ``steps``,
+the env steps actually taken: the libraries round the budget up to whole batches; and
+``updates``, each PPO update's statistics) and the weights. A library's own save format
 (SB3's zip, RLlib's checkpoint folders) unpickles objects on load, so it is not what the
 benchmark loads.
 """
@@ -29,6 +30,11 @@ from mara_agents import safe_io
 
 MODEL_FORMAT = "mara-marl/1"
 """Format tag of the MARL model files."""
+
+CURVE_TENSORS = {"env_steps": torch.int64, "completion_rate": torch.float64}
+"""The curve's per-episode entries, stored as tensors (a long run's hundreds of thousands of
+numbers load and check in milliseconds as one tensor, in seconds as a list) and given back
+as lists by :func:`load_model`."""
 
 MODEL_SCHEMA = {"algorithm": str, "preset": str, "seed": int, "env_steps": int,
                 "wall_seconds": float, "library": dict, "config": dict, "layout": dict,
@@ -53,10 +59,13 @@ def save_model(path: str | Path, algorithm: str, preset: str, seed: int, env_ste
     ``time.perf_counter()`` at the start of training."""
     import importlib.metadata
 
+    curve_d = curve.as_dict()
+    for key, dtype in CURVE_TENSORS.items():  # long runs: ~170k episodes at 10M env steps
+        curve_d[key] = torch.tensor(curve_d[key], dtype=dtype)
     blob = {"format": MODEL_FORMAT, "algorithm": algorithm, "preset": preset, "seed": seed,
             "env_steps": env_steps, "wall_seconds": time.perf_counter() - started,
             "library": {"name": library, "version": importlib.metadata.version(library)},
-            "config": config, "layout": layout, "curve": curve.as_dict(), **weights}
+            "config": config, "layout": layout, "curve": curve_d, **weights}
     safe_io.save(path, blob)
     return Path(path)
 
@@ -78,6 +87,9 @@ def load_model(path: str | Path, algorithm: str | None = None) -> dict[str, Any]
                              f"{type(blob.get(key)).__name__}")
     if algorithm is not None and blob["algorithm"] != algorithm:
         raise ValueError(f"{path}: a {blob['algorithm']} model, expected {algorithm}")
+    for key in CURVE_TENSORS:  # lists, as CurveLog.as_dict gives them (older files: lists)
+        if isinstance(blob["curve"].get(key), torch.Tensor):
+            blob["curve"][key] = blob["curve"][key].tolist()
     return blob
 
 

@@ -149,3 +149,20 @@ def test_shared_table_mlp_is_the_mlp_on_node_observations():
     for own in (0, 20):
         with pytest.raises(ValueError, match="own: expected 1..19"):
             SharedTableMLP([20, 5], own=own)
+
+
+def test_model_file_stores_the_episode_curve_as_tensors_and_loads_lists(tmp_path):
+    from mara_agents import safe_io
+
+    log = CurveLog()
+    for i in range(1000):
+        log.step({"episode": {"completion_rate": i / 1000}})
+    log.update(entropy=0.5, value_loss=1.0, approx_kl=0.01, explained_variance=0.3)
+    env = core_env.parallel_env(preset="CoRE-Small-v0")
+    path = save_model(tmp_path / "m.pt", "mappo", "CoRE-Small-v0", 0, 1000,
+                      time.perf_counter(), "torch", {}, env_layout(env), log, {})
+    raw = safe_io.load(path, "MARL model")["curve"]
+    assert isinstance(raw["completion_rate"], torch.Tensor)
+    assert raw["completion_rate"].dtype == torch.float64 and raw["env_steps"].dtype == torch.int64
+    curve = load_model(path)["curve"]
+    assert curve == log.as_dict()  # lists again, every value as recorded
