@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.flags import Command, add_out, add_presets, add_seeds, add_workers, integer
+from benchmarks.plots import plot_curves, plot_updates
 from benchmarks.report import markdown_table, summarise, write_report
 from benchmarks.runner import EpisodeSpec, run_episodes
 from benchmarks.store import write_atomic
@@ -224,6 +225,7 @@ def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
     write_atomic(out / "table.md", table)
     write_atomic(out / "training.md", training_table(blobs, out, budgets))
     plot_curves(blobs, out)
+    plot_updates(blobs, out)
     return table
 
 
@@ -293,69 +295,6 @@ def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
     return markdown_table(["algorithm", "preset", "env steps taken", "wall min", "library",
                            "last 20 training episodes", "entropy per node, first → last update",
                            "explained variance, last update", "command"], rows)
-
-
-def plot_curves(blobs: dict[tuple[int, str, str], dict], out: Path, window: int = 200) -> None:
-    """``curve_<algorithm>.png``: completion rate of the training episodes (moving mean over
-    ``window`` episodes: about three rounds of the 64 envs that finish together) against env
-    steps, one line per preset and budget (the smaller budgets drawn on top, thinner: with
-    one seed their runs are the larger ones' beginnings)."""
-    import numpy as np
-
-    from benchmarks.plots import _pyplot, save_figure
-
-    plt = _pyplot()
-    for algo in dict.fromkeys(a for _, a, _ in blobs):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for (budget, a, preset), b in blobs.items():
-            if a != algo or not b["curve"]["env_steps"]:
-                continue
-            x = np.asarray(b["curve"]["env_steps"])
-            y = 100 * np.asarray(b["curve"]["completion_rate"])
-            w = min(window, len(y))
-            ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, "valid"),
-                    label=f"{preset}, {budget:,} steps",
-                    linewidth=1.0 if budget < max(b for b, _, _ in blobs) else 2.0,
-                    zorder=3 if budget < max(b for b, _, _ in blobs) else 2)
-        ax.set_xscale("log")
-        ax.set_xlabel("env steps (slots) trained")
-        ax.set_ylabel(f"completion rate (%), mean of {window} training episodes")
-        ax.set_title(f"{algo}: training episodes (seed {next(iter(blobs.values()))['seed']})")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-        save_figure(fig, out / f"curve_{algo}.png")
-    plot_updates(blobs, out)
-
-
-def plot_updates(blobs: dict[tuple[int, str, str], dict], out: Path) -> None:
-    """``updates_<algorithm>.png``: the PPO updates' per-node entropy, critic loss and
-    explained variance against env steps, one line per preset and budget (models whose file
-    records them; the evidence of whether a run that does not learn moved at all)."""
-    from benchmarks.plots import _pyplot, save_figure
-
-    plt = _pyplot()
-    keys = (("entropy", "entropy per node (nats)"), ("value_loss", "critic loss"),
-            ("explained_variance", "explained variance"))
-    for algo in dict.fromkeys(a for _, a, _ in blobs):
-        runs = {(budget, preset): b["curve"]["updates"]
-                for (budget, a, preset), b in blobs.items()
-                if a == algo and (b["curve"].get("updates") or {}).get("entropy")}
-        if not runs:
-            continue
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-        for (budget, preset), up in runs.items():
-            for ax, (key, _) in zip(axes, keys):
-                ax.plot(up["env_steps"], up[key], label=f"{preset}, {budget:,} steps",
-                        linewidth=1.0)
-        for ax, (_, label) in zip(axes, keys):
-            ax.set_xscale("log")
-            ax.set_xlabel("env steps (slots) trained")
-            ax.set_ylabel(label)
-            ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"{algo}: PPO update statistics")
-        fig.tight_layout()
-        save_figure(fig, out / f"updates_{algo}.png")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
