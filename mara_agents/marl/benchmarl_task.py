@@ -133,21 +133,20 @@ def _build() -> dict[str, Any]:
         def _obs(self, env: EnvBase) -> Any:
             return env.full_observation_spec_unbatched.clone()
 
-        def observation_spec(self, env: EnvBase) -> Any:
+        def _group_entry(self, env: EnvBase, keep: str) -> Any:
+            """The observation spec with only the group's entry ``keep``."""
             spec = self._obs(env)
             for key in list(spec[GROUP].keys()):
-                if key != "observation":
+                if key != keep:
                     del spec[(GROUP, key)]
             del spec["state"]
             return spec
 
+        def observation_spec(self, env: EnvBase) -> Any:
+            return self._group_entry(env, "observation")
+
         def action_mask_spec(self, env: EnvBase) -> Any:
-            spec = self._obs(env)
-            for key in list(spec[GROUP].keys()):
-                if key != "action_mask":
-                    del spec[(GROUP, key)]
-            del spec["state"]
-            return spec
+            return self._group_entry(env, "action_mask")
 
         def state_spec(self, env: EnvBase) -> Any:
             from torchrl.data import Composite
