@@ -101,14 +101,14 @@ def _compare(names: list[str], preset: str, seeds: int, seed_offset: int, worker
     episodes = map_pinned(_run, specs, workers, progress="checkpoints" if progress else None)
     table = np.asarray([e["completion_rate"] for e in episodes]).reshape(len(cols), seeds) * 100
     rows = []
-    for i, (name, r) in enumerate(zip(names, table)):
+    for i, (name, r) in enumerate(zip(names, table, strict=False)):
         rows.append({"checkpoint": name, "completion": mean_ci(r),
                      "vs_first": mean_ci(r - table[0]), "vs_lara": mean_ci(r - table[-1]),
                      **audit_row(episodes[i * seeds:(i + 1) * seeds])})
     return {"preset": preset, "seeds": [seed_offset, seed_offset + seeds - 1],
             "lara": mean_ci(table[-1]), "lara_audit": audit_row(episodes[-seeds:]),
             "rows": rows,
-            "per_seed": {c or REFERENCE: t.tolist() for c, t in zip(cols, table)}}
+            "per_seed": {c or REFERENCE: t.tolist() for c, t in zip(cols, table, strict=False)}}
 
 
 def _fmt(ci: tuple[float, float, float], sign: bool = True) -> str:

@@ -187,7 +187,7 @@ def _plot_frontier(rows: Sequence[dict[str, Any]], out: Path) -> None:
                 ax.annotate(f"f={f:g}", (100 * r["completion_rate"], 100 * r["worst_tenant"]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7)
         others = [r for r in items if _fair_order(r["policy"]) is None]
-        for r, (color, marker, _) in zip(others, series_styles(len(others))):
+        for r, (color, marker, _) in zip(others, series_styles(len(others)), strict=False):
             ax.scatter(100 * r["completion_rate"], 100 * r["worst_tenant"], color=color,
                        marker=marker, label=r["policy"], zorder=2)
         if fair:
@@ -237,7 +237,7 @@ def _plot(rows: Sequence[dict[str, Any]], out: Path) -> None:
         base = names[key]
         fig, ax = plt.subplots(figsize=(7, 4.5))
         styles = series_styles(len(policies))
-        for (policy, pts), (color, marker, _) in zip(sorted(policies.items()), styles):
+        for (policy, pts), (color, marker, _) in zip(sorted(policies.items()), styles, strict=False):
             pts.sort()
             x = [p[0] for p in pts]
             ax.plot(x, [100 * p[1] for p in pts], color=color, marker=marker, linestyle="-",

@@ -202,7 +202,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     by: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in result["rows"]:
         by.setdefault((r["forecaster"], r["group"]), []).append((r["prefix"], r["median_abs_log"]))
-    for ax, g in zip(axes, GROUPS):
+    for ax, g in zip(axes, GROUPS, strict=False):
         for (name, group), pts in sorted(by.items()):
             if group != g or name == "oracle":
                 continue

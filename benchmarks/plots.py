@@ -170,10 +170,10 @@ def plot_updates(blobs: dict[tuple[int, str, str], dict], out: Path) -> None:
             continue
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
         for (budget, preset), up in runs.items():
-            for ax, (key, _) in zip(axes, keys):
+            for ax, (key, _) in zip(axes, keys, strict=False):
                 ax.plot(up["env_steps"], up[key], label=f"{preset}, {budget:,} steps",
                         linewidth=1.0)
-        for ax, (_, label) in zip(axes, keys):
+        for ax, (_, label) in zip(axes, keys, strict=False):
             ax.set_xscale("log")
             ax.set_xlabel("env steps (slots) trained")
             ax.set_ylabel(label)

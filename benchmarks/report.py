@@ -20,8 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stats import DIFFERENCE, RATE, mean_ci
-from benchmarks.store import (EPISODE_FIELDS, code_version, config_record, safe_name,
-                              write_atomic, write_csv)
+from benchmarks.store import (
+    EPISODE_FIELDS,
+    code_version,
+    config_record,
+    safe_name,
+    write_atomic,
+    write_csv,
+)
 
 REFERENCE_POLICY = "lara"
 """Policy that paired differences are taken against."""

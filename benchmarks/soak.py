@@ -106,7 +106,7 @@ def soak_pettingzoo(preset: str, steps: int, seed: int, progress: bool = False
     for step in range(1, steps + 1):
         mask = np.stack([obs[a]["action_mask"] for a in agents])
         act = (rng.random(mask.shape) * mask).argmax(axis=1)
-        obs, rew, _, _, infos = env.step(dict(zip(agents, act.tolist())))
+        obs, rew, _, _, infos = env.step(dict(zip(agents, act.tolist(), strict=False)))
         if not np.isfinite(rew[agents[0]]):
             raise RuntimeError(f"step {step}: reward {rew[agents[0]]}")
         if not env.agents:

@@ -77,7 +77,7 @@ def pettingzoo_rate(cfg, backend: str, seconds: float, seed: int) -> float:
             obs, _ = env.reset()
             elapsed += time.perf_counter() - t0
         acts = random_masked(rng, np.stack([obs[a]["action_mask"] for a in agents]))
-        actions = dict(zip(agents, acts.tolist()))
+        actions = dict(zip(agents, acts.tolist(), strict=False))
         t0 = time.perf_counter()
         obs, *_ = env.step(actions)
         if steps >= 0:  # the first step is a warm-up

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from benchmarks.fairness import FAIRNESS_PRESETS
 from benchmarks.flags import (
     Command,
     add_backend,
@@ -54,9 +55,8 @@ from benchmarks.flags import (
 )
 from benchmarks.report import write_report
 from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
-from core_env.utils.checks import check_int, fail
 from core_env.presets import split_preset
-from benchmarks.fairness import FAIRNESS_PRESETS
+from core_env.utils.checks import check_int, fail
 from mara_agents.policy import BASELINES, FAIR_FRACTIONS, check_policy_spec
 
 

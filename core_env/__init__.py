@@ -16,8 +16,7 @@ from __future__ import annotations
 from core_env import scheduler_v0
 from core_env.batched import BatchedCoreEnv, make_batched
 from core_env.central import CentralCoreEnv
-from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardConfig,
-                             WorkloadConfig)
+from core_env.config import ClusterConfig, CoreConfig, EpisodeConfig, RewardConfig, WorkloadConfig
 from core_env.env import CoreSchedulerEnv
 from core_env.layout import Layout, observation_layout, state_layout
 from core_env.masks import sequential_mask

@@ -14,13 +14,16 @@ The kernel is compiled on first use and cached on disk (``cache=True``: numba's
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from core_env._pmath_numba import (exp_scalar, log1p_scalar, log_scalar, sigmoid_scalar,
-                                   softplus_scalar)
+from core_env._pmath_numba import (
+    exp_scalar,
+    log1p_scalar,
+    log_scalar,
+    sigmoid_scalar,
+    softplus_scalar,
+)
 
 _JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
 

@@ -15,8 +15,26 @@ import math
 import numpy as np
 from numba import njit, vectorize
 
-from core_env._fdlibm import (EXP_MAX, EXP_MIN, INV_LN2, LG1, LG2, LG3, LG4, LG5, LG6,
-                                      LG7, LN2_HI, LN2_LO, P1, P2, P3, P4, P5, SQRT_HALF)
+from core_env._fdlibm import (
+    EXP_MAX,
+    EXP_MIN,
+    INV_LN2,
+    LG1,
+    LG2,
+    LG3,
+    LG4,
+    LG5,
+    LG6,
+    LG7,
+    LN2_HI,
+    LN2_LO,
+    P1,
+    P2,
+    P3,
+    P4,
+    P5,
+    SQRT_HALF,
+)
 
 _JIT = {"cache": True, "error_model": "numpy"}  # division by zero gives inf, never raises
 _INLINE = {**_JIT, "boundscheck": False, "inline": "always"}  # inlined into the callers' loops

@@ -31,7 +31,6 @@ from core_env.state import FUTURE, SUCCEEDED, BatchState, allocate, load_workloa
 from core_env.utils.checks import check_int
 from core_env.workload import Workload, generate_workloads
 
-
 OBSERVATIONS = ("full", "blocks")
 """Observation formats of :class:`BatchedCoreEnv` (its ``observations`` argument)."""
 
@@ -164,7 +163,7 @@ class BatchedCoreEnv:
         vectorised pass. Each environment's generator is used in episode order, so when this
         happens does not change any result; it only batches the curve tabulation."""
         need = [b for b, wl in enumerate(self._next) if wl is None]
-        for b, wl in zip(need, generate_workloads(self.config, [self._rngs[b] for b in need])):
+        for b, wl in zip(need, generate_workloads(self.config, [self._rngs[b] for b in need]), strict=False):
             self._next[b] = wl
 
     def _check(self, actions: Any) -> np.ndarray:

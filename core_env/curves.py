@@ -308,7 +308,7 @@ def _take(c: CurveParams, idx: np.ndarray) -> CurveParams:
 
 def concat_params(parts: list[CurveParams]) -> CurveParams:
     """Concatenate the parameters of several task sets (e.g. several episodes)."""
-    return CurveParams(*(np.concatenate(a, axis=0) for a in zip(*parts)))
+    return CurveParams(*(np.concatenate(a, axis=0) for a in zip(*parts, strict=False)))
 
 
 def evaluate_curves(c: CurveParams, mix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -382,14 +382,14 @@ def _entry_table(mix: str) -> tuple[np.ndarray, ...]:
     entries = [p for p, _ in MIXES[mix]]
     real = [isinstance(p, RealFamily) for p in entries]
     family = np.array([FAMILIES.index(p.family) for p in entries], dtype=np.int8)
-    kind = np.array([-1 if r else kinds[p.family] for p, r in zip(entries, real)],
+    kind = np.array([-1 if r else kinds[p.family] for p, r in zip(entries, real, strict=False)],
                     dtype=np.int64)
-    stages = np.array([0 if r else p.stages[1] for p, r in zip(entries, real)],
+    stages = np.array([0 if r else p.stages[1] for p, r in zip(entries, real, strict=False)],
                       dtype=np.int64)
-    sigma = np.array([0.0 if r else p.noise_sigma for p, r in zip(entries, real)],
+    sigma = np.array([0.0 if r else p.noise_sigma for p, r in zip(entries, real, strict=False)],
                      dtype=np.float64)
     white = np.array([0.0 if r else p.white_sigma * math.sqrt(12.0)
-                      for p, r in zip(entries, real)], dtype=np.float64)
+                      for p, r in zip(entries, real, strict=False)], dtype=np.float64)
     return family, kind, stages, sigma, white
 
 

@@ -37,8 +37,6 @@ from core_env.curves import GRID_SIZE, GRID_STEP, LOG_WORK_GRID
 from core_env.rewards import log_progress
 from core_env.state import ACTIVE, EXPIRED, QUEUED, SLOPE_LAG, SUCCEEDED, BatchState
 
-
-
 BACKENDS = ("numba", "numpy")
 """Implementations of :func:`step`, :func:`arrive` and the observations: ``"numba"``, the
 compiled kernels of :mod:`core_env._dynamics_numba` (the default when numba is installed: the

@@ -17,7 +17,6 @@ from core_env.presets import DEFAULT_PRESET, make_config
 from core_env.state import FUTURE, SUCCEEDED, BatchState, allocate, load_workload
 from core_env.workload import Workload, generate_workload, validate_workload
 
-
 _PLAIN_INTS = frozenset({int, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16,
                          np.uint32, np.uint64, np.intp})
 """Action types taken without the full check (:meth:`CoreSchedulerEnv.check_action` runs for

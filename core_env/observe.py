@@ -7,7 +7,6 @@ into buffers allocated once.
 
 from __future__ import annotations
 
-
 from typing import NamedTuple
 
 import numpy as np
@@ -15,8 +14,8 @@ import numpy as np
 from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
-from core_env.layout import Layout, observation_layout, state_layout
 from core_env.dynamics import queue_window
+from core_env.layout import Layout, observation_layout, state_layout
 from core_env.state import EXPIRED, NEVER, SUCCEEDED, BatchState
 
 _LOG_WORK_NORM = 1.0 / float(pmath.log1p(WORK_MAX))

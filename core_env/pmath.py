@@ -24,8 +24,26 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from core_env._fdlibm import (EXP_MAX, EXP_MIN, INV_LN2, LG1, LG2, LG3, LG4, LG5, LG6, LG7,
-                              LN2_HI, LN2_LO, P1, P2, P3, P4, P5, SQRT_HALF)
+from core_env._fdlibm import (
+    EXP_MAX,
+    EXP_MIN,
+    INV_LN2,
+    LG1,
+    LG2,
+    LG3,
+    LG4,
+    LG5,
+    LG6,
+    LG7,
+    LN2_HI,
+    LN2_LO,
+    P1,
+    P2,
+    P3,
+    P4,
+    P5,
+    SQRT_HALF,
+)
 
 _F64 = np.float64
 

@@ -40,7 +40,6 @@ relative to P100 (:data:`GAVEL_SPEEDS`). docs/env.md gives the sources.
 from __future__ import annotations
 
 import ast
-
 from typing import Any
 
 from core_env.config import ClusterConfig, CoreConfig, WorkloadConfig

@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium
 import pettingzoo
+
 from core_env.aec import aec_env
 from core_env.env import CoreSchedulerEnv
 from core_env.presets import PRESETS

@@ -340,7 +340,7 @@ def _same(ref: _Episode, other: _Episode, what: str) -> None:
     if len(other.actions) != len(ref.actions):
         _fail(f"determinism: {what} ran {len(other.actions)} steps, not {len(ref.actions)}")
     for field in ("observations", "states", "rewards", "terminations", "truncations", "infos"):
-        for t, (x, y) in enumerate(zip(getattr(ref, field), getattr(other, field))):
+        for t, (x, y) in enumerate(zip(getattr(ref, field), getattr(other, field), strict=False)):
             if not _equal(x, y):
                 offset = 1 if field in ("observations", "states", "infos") else 0
                 step = "reset" if t < offset else f"step {t - offset}"
@@ -416,7 +416,7 @@ def _check_central(env: gymnasium.Env, seeds: Sequence[int], forbidden_rate: flo
             episodes += 1
             steps += t
         if len(traces[0]) != len(traces[1]) or not all(
-                _equal(_as_dict(x), _as_dict(y)) for x, y in zip(*traces)):
+                _equal(_as_dict(x), _as_dict(y)) for x, y in zip(*traces, strict=False)):
             _fail(f"determinism: central view, seed {seed}: the same seed and actions gave a "
                   "different episode")
     return CheckReport(episodes, steps, forbidden, tuple(ran))

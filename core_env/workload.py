@@ -16,8 +16,14 @@ import numpy as np
 from core_env import pmath
 from core_env.banks import trace_arrivals
 from core_env.config import MAX_SWITCH_COST, CoreConfig
-from core_env.curves import (FAMILIES, GRID_SIZE, curve_params, draw_curve_randomness,
-                             evaluate_curves, first_crossing)
+from core_env.curves import (
+    FAMILIES,
+    GRID_SIZE,
+    curve_params,
+    draw_curve_randomness,
+    evaluate_curves,
+    first_crossing,
+)
 from core_env.utils.checks import check_number
 
 

@@ -54,7 +54,7 @@ def play(algo: Any, seed: int, preset: str = PRESET, sample_seed: int = 0) -> di
         with torch.no_grad():
             logits = module.forward_inference({"obs": batch})["action_dist_inputs"]
         act = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen).squeeze(-1)
-        obs, _, _, _, infos = env.step({a: int(x) for a, x in zip(env.agents, act)})
+        obs, _, _, _, infos = env.step({a: int(x) for a, x in zip(env.agents, act, strict=False)})
     return infos[env.possible_agents[0]]["episode"]
 
 

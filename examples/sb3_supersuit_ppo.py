@@ -88,7 +88,7 @@ def evaluate(policy: str | MaskablePPO, seeds: tuple[int, ...] = EVAL_SEEDS, pre
                          for key in ("observation", "action_mask")}
                 act, _ = policy.predict(batch, action_masks=batch["action_mask"].astype(bool),
                                         deterministic=False)
-                actions = {a: int(x) for a, x in zip(env.agents, act)}
+                actions = {a: int(x) for a, x in zip(env.agents, act, strict=False)}
             obs, _, _, _, infos = env.step(actions)
         rates.append(infos[env.possible_agents[0]]["episode"]["completion_rate"])
     return np.asarray(rates)

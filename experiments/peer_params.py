@@ -42,7 +42,7 @@ def configurations(peer: str) -> dict[str, dict[str, Any]]:
     grid = GRIDS[peer]
     out = {}
     for values in itertools.product(*grid.values()):
-        kwargs = dict(zip(grid, values))
+        kwargs = dict(zip(grid, values, strict=False))
         out["__".join([peer] + [f"{k}_{_word(v)}" for k, v in kwargs.items()])] = kwargs
     return out
 

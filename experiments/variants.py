@@ -15,9 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mara_agents.ablations import (  # noqa: F401 (the
+    mara_ft,
+    mara_noshaping,
+    mara_on,
+    mara_wls,  # shipped ablations, by their old specs)
+    mat_dec,
+)
 from mara_agents.mat.checkpoint import shipped
-from mara_agents.ablations import (mara_ft, mara_noshaping, mara_on,  # noqa: F401 (the
-                                    mara_wls, mat_dec)  # shipped ablations, by their old specs)
 
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 

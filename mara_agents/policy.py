@@ -35,7 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mara_agents.marl import ALGORITHMS as MARL, MODELS_DIR
+from mara_agents.marl import ALGORITHMS as MARL
+from mara_agents.marl import MODELS_DIR
 
 PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")
 """The schedulers a user would pick instead of MARA (docs/baselines.md, "Peer schedulers")."""
@@ -299,8 +300,12 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
 
 
 def _make_baseline(name: str, env: Any, forecaster: Any, **kwargs: Any) -> tuple[Any, Policy]:
-    from core_env.forecast import (LossForecastWrapper, OracleForecaster, WLSForecaster,
-                                   forecast_wrapper)
+    from core_env.forecast import (
+        LossForecastWrapper,
+        OracleForecaster,
+        WLSForecaster,
+        forecast_wrapper,
+    )
     from mara_agents import baselines
 
     cls = baselines.BY_NAME[name]

@@ -41,7 +41,6 @@ from typing import Any
 
 import torch
 
-
 INTEGRITY_KEY = "integrity"
 """The entry of a saved dict that holds its integrity record."""
 

@@ -20,4 +20,4 @@ def run_side_by_side(*commands: dict[str, Any], timeout: float = 600
         for proc in procs:
             proc.kill()
     return [subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-            for proc, (out, err) in zip(procs, outs)]
+            for proc, (out, err) in zip(procs, outs, strict=False)]

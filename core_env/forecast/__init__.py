@@ -7,11 +7,24 @@ See ``docs/forecasting.md``.
 """
 
 from core_env.forecast.oracle import OracleForecaster
-from core_env.forecast.protocol import (QUANTILES, REMAINING_CAP, BaseForecaster, CurveHistory,
-                                        Forecaster, HistoryBatch, RemainingWork, forecast)
+from core_env.forecast.protocol import (
+                                        QUANTILES,
+                                        REMAINING_CAP,
+                                        BaseForecaster,
+                                        CurveHistory,
+                                        Forecaster,
+                                        HistoryBatch,
+                                        RemainingWork,
+                                        forecast,
+)
 from core_env.forecast.wls import OnlineWLS, WLSForecaster, naive_slope_forecaster
-from core_env.forecast.wrapper import (FORECAST_FEATURES, LossForecastWrapper,
-                                       forecast_columns, forecast_wrapper, slot_inputs)
+from core_env.forecast.wrapper import (
+                                        FORECAST_FEATURES,
+                                        LossForecastWrapper,
+                                        forecast_columns,
+                                        forecast_wrapper,
+                                        slot_inputs,
+)
 
 __all__ = [
     "BaseForecaster", "CurveHistory", "FORECAST_FEATURES", "Forecaster", "HistoryBatch",

@@ -25,8 +25,13 @@ from typing import NamedTuple
 import numpy as np
 
 from core_env import pmath
-from core_env.curves import (FAMILIES, draw_curve_params, evaluate_curves, first_crossing,
-                             grid_position)
+from core_env.curves import (
+    FAMILIES,
+    draw_curve_params,
+    evaluate_curves,
+    first_crossing,
+    grid_position,
+)
 from core_env.forecast.protocol import HistoryBatch
 
 

@@ -134,7 +134,7 @@ class RemainingWork(NamedTuple):
     def check(self, n: int) -> RemainingWork:
         """Raise ``ValueError`` unless every field is a finite float array of shape (n,) with
         0 <= q10 <= q50 <= q90 <= REMAINING_CAP and p_reach in [0, 1]; return self."""
-        for name, arr in zip(self._fields, self):
+        for name, arr in zip(self._fields, self, strict=False):
             a = np.asarray(arr)
             if a.shape != (n,):
                 raise ValueError(f"RemainingWork.{name}: expected shape ({n},), got {a.shape}")

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core_env import pmath
-from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
-                                        RemainingWork)
+from core_env.forecast.protocol import REMAINING_CAP, BaseForecaster, HistoryBatch, RemainingWork
 
 _Z90 = 1.2815515655446004  # standard normal 90% quantile
 

@@ -26,8 +26,14 @@ from core_env.live.env import LIVE_KEYS, RUNTIME_BACKENDS, LiveSchedulerEnv, mak
 from core_env.live.jobs import JOB_KINDS, JobSpec, MLPDigitsJob, TrainingJob, job_class, make_job
 from core_env.live.live_presets import LIVE_PRESETS, live_config
 from core_env.live.live_workload import LiveWorkload, generate_live_workload
-from core_env.live.pilots import (PILOTS, Pilots, load_pilots, make_pilots, record_pilots,
-                                  validate_pilots)
+from core_env.live.pilots import (
+                                  PILOTS,
+                                  Pilots,
+                                  load_pilots,
+                                  make_pilots,
+                                  record_pilots,
+                                  validate_pilots,
+)
 from core_env.live.record import LiveRecord, replay
 from core_env.live.runtime import LocalRuntime, Runtime, SlotResult, SlotTask, run_serial
 from core_env.live.session import LiveSession, LiveSessionEnv

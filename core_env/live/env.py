@@ -61,7 +61,6 @@ from core_env.live.runtime import LocalRuntime, Runtime, SlotTask, shared_makesp
 from core_env.utils.system import cpu_count
 from core_env.workload import Workload, validate_workload
 
-
 SLOT_TIMES = ("job", "train_cpu", "train_makespan", "train_ideal", "restore", "save")
 """The seconds measured per slot besides the slot's own wall time (module docstring)."""
 

@@ -25,8 +25,7 @@ from core_env.config import CoreConfig
 from core_env.curves import LOG_WORK_GRID
 from core_env.live.jobs import JobSpec
 from core_env.live.pilots import Pilots
-from core_env.workload import (Workload, deadline_windows, draw_arrivals, draw_tasks,
-                               node_speeds)
+from core_env.workload import Workload, deadline_windows, draw_arrivals, draw_tasks, node_speeds
 
 
 class LiveWorkload(NamedTuple):
@@ -77,7 +76,7 @@ def generate_live_workload(cfg: CoreConfig, rng: np.random.Generator,
     alpha = pilots.alpha[pilots.variant_of[run]]
     window = deadline_windows(cfg, s_star, cap, alpha, slack)
     log_target = pmath.log(np.array([pilots.target(int(r), float(s))
-                                     for r, s in zip(run, s_star)], dtype=np.float64))
+                                     for r, s in zip(run, s_star, strict=False)], dtype=np.float64))
     curves = np.stack([reference_table(float(pilots.initial[r]), pilots.loss[r]) for r in run]
                       ) if m else np.zeros((0, LOG_WORK_GRID.shape[0]))
     curves = curves.astype(np.float32)

@@ -24,8 +24,15 @@ from collections import OrderedDict
 from typing import Any
 
 from core_env.live.jobs import JobSpec
-from core_env.live.runtime import (STARTUP_SECONDS, THREAD_VARS, Runtime, SlotResult, SlotTask,
-                                   run_job, warm_jobs)
+from core_env.live.runtime import (
+    STARTUP_SECONDS,
+    THREAD_VARS,
+    Runtime,
+    SlotResult,
+    SlotTask,
+    run_job,
+    warm_jobs,
+)
 
 
 class _NodeActor:  # pragma: no cover - runs in a Ray worker process
@@ -129,7 +136,7 @@ class RayRuntime(Runtime):
                                f"{STARTUP_SECONDS:g} s") from e
         except ray.exceptions.RayActorError:
             return  # a dead actor shows in its next slot
-        for node, error in zip(nodes, errors):
+        for node, error in zip(nodes, errors, strict=False):
             if error is not None:
                 raise RuntimeError(f"node {node}: {error}")
 

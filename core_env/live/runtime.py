@@ -42,8 +42,8 @@ import multiprocessing.connection
 import os
 import time
 import traceback
-from collections.abc import Sequence
 from collections import OrderedDict
+from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any, Iterator, NamedTuple
 

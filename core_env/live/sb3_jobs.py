@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from core_env.live.classic_control import (ALGOS, LOSS_FLOOR,  # noqa: F401 (re-exported)
-                                           RETURN_RANGE, normalised_loss)
+from core_env.live.classic_control import ALGOS, LOSS_FLOOR, RETURN_RANGE, normalised_loss  # noqa: F401 (re-exported)
 from core_env.live.jobs import generator_from_state, generator_state
 from core_env.live.scaling import check_lr_scaling, scaled_lr
 from core_env.utils.checks import check_int, check_number, fail

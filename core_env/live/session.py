@@ -263,7 +263,7 @@ class LiveSessionEnv(LiveSchedulerEnv):
             seen.setdefault(o[0], []).append(o)
         slot_of = {int(m): k for k, m in enumerate(s.slot_task[0]) if m >= 0}
         rows = []
-        for m, (sub, info) in enumerate(zip(self.submissions, self.task_info)):
+        for m, (sub, info) in enumerate(zip(self.submissions, self.task_info, strict=False)):
             obs = seen.get(m, [])
             status = self.job_status(m)
             losses = [o[4] for o in obs]

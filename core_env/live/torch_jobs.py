@@ -97,7 +97,7 @@ class CNNDigitsJob(MLPDigitsJob):
             loss = F.cross_entropy(self._logits(self.x[idx]), y_all[idx])
             grads = torch.autograd.grad(loss, list(p.values()))
             with torch.no_grad():
-                for (k, t), g in zip(p.items(), grads):
+                for (k, t), g in zip(p.items(), grads, strict=False):
                     v[k] = self.momentum * v[k] - lr * g
                     p[k] = (t + v[k]).detach()
             self.samples += bsz

@@ -20,7 +20,7 @@ def field_docs(cls: type) -> dict[str, str]:
     for klass in reversed([k for k in cls.__mro__ if is_dataclass(k)]):
         tree = ast.parse(inspect.getsource(klass))
         body = tree.body[0].body  # type: ignore[attr-defined]
-        for node, nxt in zip(body, body[1:]):
+        for node, nxt in zip(body, body[1:], strict=False):
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
                 docs[node.target.id] = " ".join(str(nxt.value.value).split())

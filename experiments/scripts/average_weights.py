@@ -24,7 +24,7 @@ def main() -> None:
     if len(files) < 2:
         raise SystemExit("usage: average_weights.py OUT.pt IN1.pt IN2.pt [...]")
     blobs = [load_checkpoint(f) for f in files]
-    for f, b in zip(files[1:], blobs[1:]):
+    for f, b in zip(files[1:], blobs[1:], strict=False):
         if b["mat_config"] != blobs[0]["mat_config"] or b["layout"] != blobs[0]["layout"]:
             raise SystemExit(f"{f}: another MAT size or layout than {files[0]}")
     state = {k: sum(b["state_dict"][k].float() for b in blobs) / len(blobs)

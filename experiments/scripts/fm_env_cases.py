@@ -49,7 +49,6 @@ from core_env.forecast import LossForecastWrapper
 from core_env.forecast.cases import ForecastCases
 from core_env.forecast.protocol import REMAINING_CAP, HistoryBatch
 
-
 BUCKETS = (("all", 1, 10 ** 9), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5-8", 5, 8),
            ("9-16", 9, 16), ("17+", 17, 10 ** 9))
 """Observation-count buckets of the ``error`` tables: (name, least, most)."""
@@ -86,7 +85,7 @@ def collect(preset: str, offset: int, n: int, out: str,
         print(f"seed {seed}: {len(rows['len'])} cases so far", flush=True)
     size = len(rows["len"])
     lw, ll = np.zeros((size, width)), np.zeros((size, width))
-    for i, (a, b) in enumerate(zip(rows["lw"], rows["ll"])):
+    for i, (a, b) in enumerate(zip(rows["lw"], rows["ll"], strict=False)):
         lw[i, : a.size], ll[i, : b.size] = a, b
     np.savez_compressed(out, log_work=lw, log_loss=ll, length=np.asarray(rows["len"]),
                         log_targets=np.asarray(rows["tgt"]), family=np.asarray(rows["fam"]),
@@ -217,7 +216,7 @@ def compare(preset: str, offset: int, n: int, fm_a: str, fm_b: str, checkpoints:
                          f"{len(checkpoints)}")
     seeds = range(offset, offset + n)
     diffs = []
-    for a, b in zip(checkpoints[::2], checkpoints[1::2]):
+    for a, b in zip(checkpoints[::2], checkpoints[1::2], strict=False):
         diffs.append(_rates(preset, seeds, fm_b, b) - _rates(preset, seeds, fm_a, a))
         print(f"{b} - {a}: {_paired(diffs[-1])}", flush=True)
     if len(diffs) > 1:

@@ -133,7 +133,7 @@ def calibrate(path: str, real_weight: float) -> None:
         print(f"| {name} | {lo:.2f} / {hi:.2f} | {coverage(lo, hi, med, dl, dh, t):.2f}, "
               f"{worst(lo, hi):.2f} | {sum(0.7 <= c <= 0.9 for c in covs)} / {len(covs)} | "
               f"{min(covs):.2f} / {max(covs):.2f} |")
-        print("    " + ", ".join(f"{c[0]} {v:.2f}" for c, v in zip(cells, covs)))
+        print("    " + ", ".join(f"{c[0]} {v:.2f}" for c, v in zip(cells, covs, strict=False)))
 
 
 def main(argv: list[str] | None = None) -> None:

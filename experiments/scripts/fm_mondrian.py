@@ -93,7 +93,7 @@ def main() -> None:
     def bins(k: np.ndarray) -> np.ndarray:
         cols = k.T if k.ndim == 2 else [k]
         out = np.zeros(len(cols[0]), dtype=np.int64)
-        for e, c in zip(edges, cols):
+        for e, c in zip(edges, cols, strict=False):
             out = out * nb + np.searchsorted(e, c, side="right")
         return out
 

@@ -22,8 +22,8 @@ import torch
 import core_env
 from core_env.forecast.cache import ForecastCache
 from mara_agents.forecast import FlowMatchingForecaster
-from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, wrapped_layout
 from mara_agents.mat import MAT, Inputs
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, wrapped_layout
 from mara_agents.mat.ensemble import decode_scores
 from mara_agents.mat.inputs import inputs_from_batched
 

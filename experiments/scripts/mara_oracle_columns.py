@@ -68,7 +68,6 @@ from mara_agents.train import recipe
 from mara_agents.train.imitation import true_remaining
 from mara_agents.train.rollout import Rollout
 
-
 NOISE: float | tuple[float, ...] = 0.0
 """sigma of the log-normal error of the noisy oracle (``--noise``; 0: the truth), or one
 sigma for each bucket of :data:`OBS_BUCKETS`."""

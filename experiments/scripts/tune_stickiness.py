@@ -66,7 +66,7 @@ def tune(preset: str, policy: str, thresholds: list[float], out: Path, seeds: in
               seed_offset=SEED_OFFSET, workers=workers, progress=False, reference=specs[0])
     result = json.loads((out / "results.json").read_text())
     rows = []
-    for t, s in zip(thresholds, specs):
+    for t, s in zip(thresholds, specs, strict=False):
         row = next(r for r in result["summary"] if r["policy"] == s)
         eps = [e for e in result["episodes"] if e["policy"] == s]
         rows.append({"threshold": t, "completion": row["completion_rate"],

@@ -10,19 +10,30 @@ read forecast columns. See ``docs/baselines.md``.
 
 from __future__ import annotations
 
-from mara_agents.baselines.common import (CentralPolicy, ClusterView, ObservationDecoder,
-                                          SlotTracker, assign_nodes, fill_by_priority)
+from mara_agents.baselines.common import (
+                                          CentralPolicy,
+                                          ClusterView,
+                                          ObservationDecoder,
+                                          SlotTracker,
+                                          assign_nodes,
+                                          fill_by_priority,
+)
 from mara_agents.baselines.fair import FairLARAPolicy
-from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.halving import SuccessiveHalvingPolicy
-from mara_agents.baselines.heuristics import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy,
-                                              RandomPolicy, RoundRobinPolicy,
-                                              ShortestPredictedPolicy)
+from mara_agents.baselines.heuristics import (
+                                          EDFPolicy,
+                                          FIFOPolicy,
+                                          LeastLaxityPolicy,
+                                          RandomPolicy,
+                                          RoundRobinPolicy,
+                                          ShortestPredictedPolicy,
+)
 from mara_agents.baselines.laira import LaiRAPolicy
 from mara_agents.baselines.lara import LARAParams, LARAPolicy, largest_remainder, moore_hodgson
 from mara_agents.baselines.las import LASPolicy
 from mara_agents.baselines.optimus import OptimusPolicy
 from mara_agents.baselines.oracle import OracleGreedyPolicy
+from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.slaq import SLAQPolicy
 
 BY_NAME = {cls.name: cls for cls in (

@@ -55,8 +55,7 @@ from core_env import pmath
 from core_env.config import CoreConfig
 from core_env.curves import WORK_MAX
 from core_env.layout import Layout
-from mara_agents.baselines.placement import (assign_nodes, check_stickiness,  # noqa: F401
-                                             sticky_counts)
+from mara_agents.baselines.placement import assign_nodes, check_stickiness, sticky_counts  # noqa: F401
 from mara_agents.baselines.tracking import SlotTracker  # noqa: F401 (re-exported)
 
 FORECAST_COLUMNS = ("fc_mean", "fc_q10", "fc_q50", "fc_q90")
@@ -347,7 +346,7 @@ class CentralPolicy:
             self.reset()
         view = self.decoder.decode(observations)
         actions = self.decide(view)
-        return {a: int(x) for a, x in zip(self.agents, actions)}
+        return {a: int(x) for a, x in zip(self.agents, actions, strict=False)}
 
     def decide(self, view: ClusterView) -> np.ndarray:  # pragma: no cover - abstract
         """int64[N] actions for the decoded view."""

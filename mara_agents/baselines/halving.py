@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 
 from core_env.curves import WORK_MAX
-from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker,
-                                          fill_by_priority)
+from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, fill_by_priority
 
 __all__ = ["SuccessiveHalvingPolicy", "rung_budgets"]
 

@@ -22,8 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
-                                          SlotTracker, fill_by_priority)
+from mara_agents.baselines.common import (
+    CentralPolicy,
+    ClusterView,
+    SlotTracker,
+    check_forecast_column,
+    fill_by_priority,
+)
 
 MIN_FORECAST_OBS = 2
 """Observations a task needs before its WLS forecast means anything (two points)."""

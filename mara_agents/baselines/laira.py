@@ -195,7 +195,7 @@ class LaiRAPolicy(CentralPolicy):
                 if self._filters[j] is None:
                     self._filters[j] = KalmanCurve(*self.filter_args)
                 work, gap = tr.history(int(j))
-                for w, y in zip(pmath.log(work[self._seen[j]:]), gap[self._seen[j]:]):
+                for w, y in zip(pmath.log(work[self._seen[j]:]), gap[self._seen[j]:], strict=False):
                     self._filters[j].update(float(w), float(y))
                 self._total += int(tr.count[j] - self._seen[j])
                 self._seen[j] = tr.count[j]

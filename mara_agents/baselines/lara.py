@@ -56,8 +56,13 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_ints
-from mara_agents.baselines.common import (check_forecast_column, CentralPolicy, ClusterView,
-                                          SlotTracker, assign_nodes)
+from mara_agents.baselines.common import (
+    CentralPolicy,
+    ClusterView,
+    SlotTracker,
+    assign_nodes,
+    check_forecast_column,
+)
 
 __all__ = ["LARAParams", "LARAPolicy", "assign_nodes", "largest_remainder", "moore_hodgson",
            "steady_share"]

@@ -36,8 +36,7 @@ import numpy as np
 
 from core_env import pmath
 from core_env.utils.checks import check_int
-from mara_agents.baselines.common import (CentralPolicy, ClusterView, SlotTracker,
-                                          fill_by_priority)
+from mara_agents.baselines.common import CentralPolicy, ClusterView, SlotTracker, fill_by_priority
 
 __all__ = ["LASPolicy", "las_queue"]
 

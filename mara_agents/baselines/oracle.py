@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from core_env import pmath
-from mara_agents.baselines.common import check_forecast_column, CentralPolicy, ClusterView
+from mara_agents.baselines.common import CentralPolicy, ClusterView, check_forecast_column
 
 
 class OracleGreedyPolicy(CentralPolicy):

@@ -9,11 +9,19 @@ Modules: :mod:`.matcher` (CFM targets), :mod:`.model` (representation and networ
 ``mara-train-forecaster`` command). See ``docs/forecasting_fm.md``.
 """
 
-from mara_agents.forecast.forecaster import (CHECKPOINT_DIR, FlowMatchingForecaster,
-                                             SamplerConfig, crossing_offsets)
+from mara_agents.forecast.forecaster import (
+                                             CHECKPOINT_DIR,
+                                             FlowMatchingForecaster,
+                                             SamplerConfig,
+                                             crossing_offsets,
+)
 from mara_agents.forecast.matcher import ConditionalFlowMatcher
-from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
-                                        prefix_features)
+from mara_agents.forecast.model import (
+                                             FlowForecastNet,
+                                             ModelConfig,
+                                             future_trajectories,
+                                             prefix_features,
+)
 
 __all__ = [
     "CHECKPOINT_DIR", "ConditionalFlowMatcher", "FlowForecastNet", "FlowMatchingForecaster",

@@ -42,8 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core_env.forecast.protocol import (REMAINING_CAP, BaseForecaster, HistoryBatch,
-                                        RemainingWork)
+from core_env.forecast.protocol import REMAINING_CAP, BaseForecaster, HistoryBatch, RemainingWork
 from core_env.utils.checks import check_int, check_ints
 from mara_agents import safe_io
 from mara_agents.forecast.crossing import crossing_offsets

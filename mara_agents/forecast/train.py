@@ -45,8 +45,13 @@ from core_env.utils.dataclass_cli import parse_config
 from mara_agents.forecast.calibrate import evaluate, fit_spread
 from mara_agents.forecast.forecaster import FlowMatchingForecaster, SamplerConfig
 from mara_agents.forecast.matcher import ConditionalFlowMatcher
-from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
-                                        prefix_features)
+from mara_agents.forecast.model import (
+    FlowForecastNet,
+    ModelConfig,
+    future_trajectories,
+    prefix_features,
+)
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -172,7 +177,7 @@ def _draw_mix(rng: np.random.Generator, cfg: TrainConfig, mix: str, n: int) -> F
     sizes = np.full(cfg.prefix_bins, n // cfg.prefix_bins)
     sizes[: n % cfg.prefix_bins] += 1
     parts = [make_cases(rng, mix, int(k), (float(lo), float(hi)))
-             for k, lo, hi in zip(sizes, edges[:-1], edges[1:]) if k > 0]
+             for k, lo, hi in zip(sizes, edges[:-1], edges[1:], strict=False) if k > 0]
     return concat_cases(parts)
 
 

@@ -268,7 +268,7 @@ def mlp(sizes: list[int], activation: str = "tanh") -> torch.nn.Sequential:
         raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got "
                          f"{activation!r}")
     layers: list[torch.nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         layers.append(torch.nn.Linear(a, b))
         if i < len(sizes) - 2:
             layers.append(ACTIVATIONS[activation]())
@@ -347,4 +347,4 @@ class SharedActorPolicy:
             else:
                 probs = torch.softmax(logits, -1)
                 actions = torch.multinomial(probs, 1, generator=self.gen).squeeze(-1)
-        return {a: int(x) for a, x in zip(agents, actions)}
+        return {a: int(x) for a, x in zip(agents, actions, strict=False)}

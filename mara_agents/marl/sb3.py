@@ -29,8 +29,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from mara_agents.marl.common import (ACTIVATIONS, BatchedPPOSettings, CurveLog, RecordGym,
-                                     check_layout, env_layout, load_model, save_model)
+from mara_agents.marl.common import (
+    ACTIVATIONS,
+    BatchedPPOSettings,
+    CurveLog,
+    RecordGym,
+    check_layout,
+    env_layout,
+    load_model,
+    save_model,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +93,9 @@ def node_distribution(n_nodes: int, n_actions: int) -> Any:
     ``[batch, N]``."""
     import torch as th
     from sb3_contrib.common.maskable.distributions import (
-        MaskableCategorical, MaskableMultiCategoricalDistribution)
+        MaskableCategorical,
+        MaskableMultiCategoricalDistribution,
+    )
 
     class NodeCategorical(MaskableMultiCategoricalDistribution):
         def proba_distribution(self, action_logits: th.Tensor) -> "NodeCategorical":
@@ -217,7 +227,7 @@ class MaskablePPOPolicy:
             else:
                 actions = torch.stack([torch.multinomial(p, 1, generator=self.gen)[0]
                                        for p in dist.dist.probs[0]])
-        return {a: int(x) for a, x in zip(self.agents, actions) if a in observations}
+        return {a: int(x) for a, x in zip(self.agents, actions, strict=False) if a in observations}
 
     def _k1(self) -> int:
         return int(self.env.action_space(self.agents[0]).n)

@@ -26,8 +26,15 @@ import torch
 
 import core_env
 from core_env.layout import observation_layout
-from mara_agents.marl.common import (BatchedPPOSettings, CurveLog, RecordParallel,
-                                     SharedTableMLP, env_layout, mlp, save_model)
+from mara_agents.marl.common import (
+    BatchedPPOSettings,
+    CurveLog,
+    RecordParallel,
+    SharedTableMLP,
+    env_layout,
+    mlp,
+    save_model,
+)
 from mara_agents.marl.vector import GROUP, CoreTorchEnv
 
 

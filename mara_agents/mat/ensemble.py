@@ -68,7 +68,7 @@ def decode_scores(models: list[MAT],
     for i in range(n):
         total = torch.zeros(b, k1)
         legal = x.mask[:, i]
-        for m, (qk, a_node, a_tok) in zip(models, parts):
+        for m, (qk, a_node, a_tok) in zip(models, parts, strict=False):
             cond, cap_ok = m._cond(count, speed_sum, left0, prev)
             legal = legal & cap_ok
             total = total + m._logits(qk[:, i], a_node[:, i], a_tok, cond, everything)

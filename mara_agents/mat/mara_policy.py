@@ -29,8 +29,12 @@ import numpy as np
 import torch
 
 from mara_agents.baselines.placement import keep_nodes, node_slots
-from mara_agents.mat.checkpoint import (input_columns, load_checkpoint, model_from_checkpoint,
-                                       shipped)
+from mara_agents.mat.checkpoint import (
+    input_columns,
+    load_checkpoint,
+    model_from_checkpoint,
+    shipped,
+)
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import select_inputs, split_observations
 from mara_agents.mat.numpy_infer import NumpyEnsemble, NumpyMAT
@@ -66,7 +70,7 @@ def checkpoint_forecaster(checkpoint: Checkpoints = None) -> tuple[str, int, int
     for p in paths:
         cfg = load_checkpoint(p)["train_config"]
         found.append((cfg["forecaster"], cfg["fm_steps"], cfg["fm_samples"]))
-    for p, f in zip(paths[1:], found[1:]):
+    for p, f in zip(paths[1:], found[1:], strict=False):
         if f != found[0]:
             raise ValueError(f"checkpoint: ensemble members read different forecast columns: "
                              f"{paths[0]} (forecaster, fm_steps, fm_samples) = {found[0]}, "
@@ -149,7 +153,7 @@ class MARAPolicy:
         blobs = [load_checkpoint(p) for p in paths]
         self.layout = wrapper.layout
         self.models = [model_from_checkpoint(b, self.layout, str(p))
-                       for b, p in zip(blobs, paths)]
+                       for b, p in zip(blobs, paths, strict=False)]
         if any(b["layout"] != blobs[0]["layout"] for b in blobs):
             raise ValueError(f"checkpoint: ensemble members read different features: "
                              f"{[str(p) for p in paths]}")

@@ -151,7 +151,7 @@ class MAT(nn.Module):
         g_n = x.glob[:, None, :].expand(b, self.n_nodes, -1)
         h = self.node_in(torch.cat([x.nodes, g_n], dim=-1))
         for sa, ca, ff, n1, n2 in zip(self.node_self, self.node_cross, self.node_ff,
-                                      self.node_norm1, self.node_norm2):
+                                      self.node_norm1, self.node_norm2, strict=False):
             z = n1(h)
             h = h + sa(z, z, z, need_weights=False)[0]
             z = n2(h)

@@ -251,7 +251,7 @@ def _stack(items: list[Any]) -> Any:
         a = np.stack(items)
         return a if first.ndim == 2 else a.reshape(len(items), 1, -1)
     if isinstance(first, (tuple, list)):
-        return type(first)(_stack(list(z)) for z in zip(*items))
+        return type(first)(_stack(list(z)) for z in zip(*items, strict=False))
     if isinstance(first, (_Attention, _MLP, NumpyMAT)):
         merged = copy.copy(first)
         merged.__dict__ = {k: _stack([it.__dict__[k] for it in items]) for k in first.__dict__}

@@ -9,11 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import core_env
+from core_env.utils.checks import check_ints
 from mara_agents.forecast.registry import DEFAULT_FORECASTER, FORECASTERS
 from mara_agents.mat.mara_policy import PLACEMENTS
 from mara_agents.mat.model import MATConfig
-from core_env.utils.checks import check_ints
-
 
 RECIPE_BACKENDS = ("local", "ray")
 """Where the recipe's members train: a local process pool or Ray tasks."""

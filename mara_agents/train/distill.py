@@ -37,15 +37,15 @@ import torch
 from tqdm import tqdm
 
 import core_env
-from mara_agents.safe_io import save
-from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, shipped
-from mara_agents.forecast.registry import make_forecaster
-from mara_agents.mat.ensemble import ensemble_act
-from mara_agents.mat.inputs import index_inputs, stack_inputs
-from mara_agents.mat.model import MAT, Inputs
-from mara_agents.mat.mara_policy import checkpoint_forecaster
 from core_env.utils.checks import check_ints
 from core_env.utils.dataclass_cli import parse_config
+from mara_agents.forecast.registry import make_forecaster
+from mara_agents.mat.checkpoint import load_checkpoint, model_from_checkpoint, shipped
+from mara_agents.mat.ensemble import ensemble_act
+from mara_agents.mat.inputs import index_inputs, stack_inputs
+from mara_agents.mat.mara_policy import checkpoint_forecaster
+from mara_agents.mat.model import MAT, Inputs
+from mara_agents.safe_io import save
 from mara_agents.train.config import DistillStage
 from mara_agents.train.rollout import Rollout
 
@@ -156,7 +156,7 @@ class Distiller:
         self.layout = self.rollout.layout
         self.teachers = [model_from_checkpoint(load_checkpoint(p), self.layout, str(p))
                          for p in self.teacher_files]
-        for p, m in zip(self.teacher_files, self.teachers):
+        for p, m in zip(self.teacher_files, self.teachers, strict=False):
             if not m.config.autoregressive:
                 raise ValueError(f"teacher: {p} is a MAT-Dec (non-autoregressive) checkpoint")
         self.student = model_from_checkpoint(self.blob, self.layout, str(self.student_file))

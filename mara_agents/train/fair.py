@@ -63,7 +63,7 @@ class TenantLagrangian:
 
     def observe(self, arrived: np.ndarray, completed: np.ndarray) -> None:
         """Add finished episodes' int[F, G] arrivals and completions by tenant."""
-        for a, c in zip(np.asarray(arrived), np.asarray(completed)):
+        for a, c in zip(np.asarray(arrived), np.asarray(completed), strict=False):
             self._recent.append((a, c))
 
     def rates(self) -> tuple[np.ndarray, float] | None:

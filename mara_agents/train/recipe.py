@@ -38,9 +38,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from core_env.utils.dataclass_cli import parse_config
 from core_env.utils.system import cpu_count
 from mara_agents.mat.checkpoint import load_checkpoint
-from core_env.utils.dataclass_cli import parse_config
 from mara_agents.train.config import PPOConfig
 from mara_agents.train.trainer import Trainer
 

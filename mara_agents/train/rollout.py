@@ -20,8 +20,8 @@ from core_env.forecast.cache import ForecastCache
 from core_env.state import BatchState
 from mara_agents.baselines.placement import keep_nodes, node_slots
 from mara_agents.mat.checkpoint import wrapped_layout
-from mara_agents.mat.mara_policy import PLACEMENTS
 from mara_agents.mat.inputs import inputs_from_batched
+from mara_agents.mat.mara_policy import PLACEMENTS
 from mara_agents.mat.model import Inputs
 
 
@@ -81,7 +81,7 @@ class Rollout:
         if self.placement == "keep":
             last, held = node_slots(self.obs, self.plain_layout)
             actions = np.stack([keep_nodes(a, la, h, m) for a, la, h, m
-                                in zip(np.asarray(actions), last, held, self.mask)])
+                                in zip(np.asarray(actions), last, held, self.mask, strict=False)])
         obs, mask, reward, done, info = self.env.step(actions)
         self.tenant_successes = info.get("tenant_successes")
         if done.any():

@@ -40,9 +40,13 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from mara_agents.mat.checkpoint import (load_checkpoint, model_from_checkpoint,
-                                        save_checkpoint, widened_model)
 from mara_agents.forecast.registry import make_forecaster
+from mara_agents.mat.checkpoint import (
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+    widened_model,
+)
 from mara_agents.mat.inputs import index_inputs, stack_inputs
 from mara_agents.mat.model import MAT, init_weights
 from mara_agents.train.config import PPOConfig
@@ -50,7 +54,6 @@ from mara_agents.train.fair import TenantLagrangian
 from mara_agents.train.imitation import dagger
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
 from mara_agents.train.rollout import Rollout
-
 
 
 # --------------------------------------------------------------------------- training
@@ -143,7 +146,7 @@ class Trainer:
                 reward = self.fair.reward(self.rollout.tenant_successes)
                 self.fair.observe(ep["tenant_arrived"], ep["tenant_completed"])
             finished += [{"completion_rate": float(c), "return": float(r)}
-                         for c, r in zip(ep["completion_rate"], ep["return"])]
+                         for c, r in zip(ep["completion_rate"], ep["return"], strict=False)]
             xs.append(x)
             acts.append(a)
             logps.append(lp)

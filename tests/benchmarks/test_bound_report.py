@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+import core_env
 from benchmarks import report
 from benchmarks.fake_episodes import synthetic_episode
 from benchmarks.runner import EpisodeSpec
 from benchmarks.suites import BOUND_POLICY, bound_record, run_spec, run_suite
-import core_env
 from core_env.bound import clairvoyant_bound
 from mara_agents.policy import make_policy, run_episode
 

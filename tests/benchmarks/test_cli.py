@@ -83,7 +83,7 @@ def test_presets_parse_alike(suite):
 def test_a_preset_with_overrides_parses_where_episodes_are_simulated(suite):
     spec = "CoRE-Small-v0:switch_cost=0.3,speed_choices=(0.5, 1, 2)"
     assert parse(suite, "--presets", spec).presets == [spec]
-    for bad, says in (("CoRE-Small-v0:switch_cost=3", "switch_cost: expected a finite"),
+    for bad, _says in (("CoRE-Small-v0:switch_cost=3", "switch_cost: expected a finite"),
                       ("CoRE-Small-v0:nope=1", "unknown configuration override 'nope'"),
                       ("CoRE-Small-v0:switch_cost", "expected ID:name=value")):
         with pytest.raises(SystemExit):

@@ -30,9 +30,9 @@ def test_paired_differences_against_the_first_checkpoint_and_lara(two_runs):
     assert [r["checkpoint"] for r in res["rows"]] == [str(a), str(b), str(a)]
     assert res["rows"][0]["vs_first"] == (0.0, 0.0, 0.0)
     assert res["rows"][2]["completion"] == res["rows"][0]["completion"]
-    diff_b = [x - y for x, y in zip(per[str(b)], per[str(a)])]
+    diff_b = [x - y for x, y in zip(per[str(b)], per[str(a)], strict=False)]
     assert res["rows"][1]["vs_first"][0] == pytest.approx(sum(diff_b) / 8)
-    diff_lara = [x - y for x, y in zip(per[str(a)], per["lara"])]
+    diff_lara = [x - y for x, y in zip(per[str(a)], per["lara"], strict=False)]
     assert res["rows"][0]["vs_lara"][0] == pytest.approx(sum(diff_lara) / 8)
     assert all(0.0 <= v <= 100.0 for v in per["lara"])
     assert res["seeds"] == [7, 14]

@@ -26,7 +26,7 @@ def rows(policies: list[str]) -> list[dict]:
 def test_series_styles_never_repeat_a_combination(n):
     styles = plots.series_styles(n)
     assert len(styles) == n == len(set(styles))
-    assert all(a != b for x, y in itertools.pairwise(styles) for a, b in zip(x, y))
+    assert all(a != b for x, y in itertools.pairwise(styles) for a, b in zip(x, y, strict=False))
 
 
 def test_no_two_lines_of_a_20_policy_plot_share_a_style(tmp_path, monkeypatch):

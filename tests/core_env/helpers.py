@@ -49,7 +49,7 @@ def hand_env(n_nodes: int, k: int, arrival_slots: int, **overrides: Any):
 
 def joint(env, actions) -> dict[str, int]:
     """Action dict from a list of ints (one per possible agent)."""
-    return {a: int(x) for a, x in zip(env.possible_agents, actions)}
+    return {a: int(x) for a, x in zip(env.possible_agents, actions, strict=False)}
 
 
 def obs_matrix(env, obs) -> tuple[np.ndarray, np.ndarray]:

@@ -10,8 +10,17 @@ import pytest
 
 import core_env
 from core_env import banks
-from core_env.banks import (DATA_DIR, REAL_FAMILIES, BankError, CurveBank, load_bank,
-                            load_trace, place_curves, trace_arrivals, validate_bank)
+from core_env.banks import (
+    DATA_DIR,
+    REAL_FAMILIES,
+    BankError,
+    CurveBank,
+    load_bank,
+    load_trace,
+    place_curves,
+    trace_arrivals,
+    validate_bank,
+)
 from core_env.curves import FAMILIES, GRID_STEP, LOG_WORK_GRID, MIXES, first_crossing
 from core_env.workload import generate_workload
 
@@ -62,7 +71,7 @@ def test_bad_bank_arrays_are_named():
         "offsets": lambda a: a["offsets"].__setitem__(-1, a["offsets"][-1] + 1),
         "labels": lambda a: a["labels"].__setitem__(1, a["labels"][0]),
     }
-    for what, corrupt in cases.items():
+    for _what, corrupt in cases.items():
         arrays = bank_arrays(bank)
         corrupt(arrays)
         with pytest.raises(BankError, match="lcdb.npz"):
@@ -164,7 +173,7 @@ def test_real_workload_is_deterministic_and_synthetic_streams_are_unchanged():
     cfg = core_env.make_config("CoRE-RealTrace-v0")
     a = generate_workload(cfg, np.random.default_rng(3))
     b = generate_workload(cfg, np.random.default_rng(3))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_array_equal(x, y)
     # a real mix does not change the synthetic mixes' draws (same arrivals and s* stream)
     syn = generate_workload(core_env.make_config("CoRE-v0"), np.random.default_rng(3))

@@ -37,7 +37,7 @@ def test_batched_equals_pettingzoo(preset, seeds, steps, overrides, policy):
     benv = core_env.make_batched(preset, num_envs=b, seed=seeds, **overrides)
     obs, mask = benv.reset()
     envs = [core_env.parallel_env(preset=preset, **overrides) for _ in seeds]
-    pz = [e.reset(seed=s)[0] for e, s in zip(envs, seeds)]
+    pz = [e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=False)]
     rng = np.random.default_rng(0)
     episodes_seen = [0] * b
     for t in range(steps):
@@ -112,8 +112,8 @@ def _run(benv, seed, steps, rng_seed):
 
 def _assert_same(r1, r2):
     assert len(r1) == len(r2)
-    for a, b in zip(r1, r2):
-        for x, y in zip(a, b):
+    for a, b in zip(r1, r2, strict=False):
+        for x, y in zip(a, b, strict=False):
             if isinstance(x, dict):
                 assert x.keys() == y.keys()
                 for k in x:
@@ -238,8 +238,8 @@ def test_auto_reset_after_truncation_with_untrained_tasks():
     benv = core_env.make_batched(SMALL, num_envs=3, seed=seeds, max_steps=2, load=6.0)
     obs, _ = benv.reset()
     envs = [core_env.parallel_env(preset=SMALL, max_steps=2, load=6.0) for _ in seeds]
-    pz = [e.reset(seed=s)[0] for e, s in zip(envs, seeds)]
-    for i, (e, po) in enumerate(zip(envs, pz)):  # the first observations too
+    pz = [e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=False)]
+    for i, (e, po) in enumerate(zip(envs, pz, strict=False)):  # the first observations too
         o, _ = obs_matrix(e, po)
         assert np.array_equal(o, obs[i]), i
     resets = 0

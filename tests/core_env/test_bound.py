@@ -25,8 +25,15 @@ import pytest
 import core_env
 from core_env import bound as bound_module
 from core_env import dynamics
-from core_env.bound import (LOSS_TOL, WORK_RTOL, BoundResult, _gain_segments,
-                            clairvoyant_bound, required_work, solve_bound)
+from core_env.bound import (
+    LOSS_TOL,
+    WORK_RTOL,
+    BoundResult,
+    _gain_segments,
+    clairvoyant_bound,
+    required_work,
+    solve_bound,
+)
 from core_env.state import BatchState, allocate, load_workload
 from core_env.workload import generate_workload
 from mara_agents.policy import BASELINES as POLICY_NAMES

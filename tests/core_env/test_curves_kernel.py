@@ -11,8 +11,15 @@ import numpy as np
 import pytest
 
 from core_env import curves, pmath
-from core_env.curves import (MIXES, SUPERVISED_SHAPES, CurveParams, RealFamily, curve_params,
-                             draw_curve_params, draw_curve_randomness)
+from core_env.curves import (
+    MIXES,
+    SUPERVISED_SHAPES,
+    CurveParams,
+    RealFamily,
+    curve_params,
+    draw_curve_params,
+    draw_curve_randomness,
+)
 
 needs_numba = pytest.mark.skipif(pmath.BACKEND != "numba" or curves._compiled_tabulate() is None,
                                  reason="numba is not installed (or the kernel cannot build)")
@@ -39,7 +46,7 @@ def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
 def _assert_same_tables(c: CurveParams, mix: str) -> None:
     want = curves._evaluate_numpy(c, mix)
     got = curves.evaluate_curves(c, mix)
-    for name, a, b in zip(("family", "true", "observed", "target"), got, want):
+    for name, a, b in zip(("family", "true", "observed", "target"), got, want, strict=False):
         assert _same(a, b), (mix, name, np.argwhere(a != b)[:5] if a.shape == b.shape else None)
 
 
@@ -92,7 +99,7 @@ def test_compiled_tabulation_of_a_batch_equals_its_parts():
     for p in parts:
         sl = slice(start, start + p.entry.shape[0])
         start = sl.stop
-        for a, b in zip(got, curves.evaluate_curves(p, "train")):
+        for a, b in zip(got, curves.evaluate_curves(p, "train"), strict=False):
             assert _same(a[sl], b)
 
 
@@ -105,7 +112,7 @@ def test_the_test_can_fail():
     with pytest.raises(AssertionError):
         want = curves._evaluate_numpy(c, "train")
         got = curves.evaluate_curves(c._replace(k=k), "train")
-        assert all(_same(a, b) for a, b in zip(got, want))
+        assert all(_same(a, b) for a, b in zip(got, want, strict=False))
 
 
 @needs_numba
@@ -172,9 +179,9 @@ def test_batched_draw_arithmetic_equals_per_set_draws(mix):
         parts.append(draw_curve_params(np.random.default_rng(seed), mix, work))
         draws.append(draw_curve_randomness(np.random.default_rng(seed), n))
         works.append(work)
-    batched = curve_params(mix, np.concatenate(works), *(np.concatenate(d) for d in zip(*draws)))
+    batched = curve_params(mix, np.concatenate(works), *(np.concatenate(d) for d in zip(*draws, strict=False)))
     want = curves.concat_params(parts)
-    for name, a, b in zip(CurveParams._fields, batched, want):
+    for name, a, b in zip(CurveParams._fields, batched, want, strict=False):
         assert _same(a, b), (mix, name)
     # and the generator is left where draw_curve_params leaves it
     r1, r2 = np.random.default_rng(9), np.random.default_rng(9)

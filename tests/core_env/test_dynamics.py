@@ -15,8 +15,15 @@ import pytest
 import core_env
 from core_env.curves import interp_log_loss
 
-from .helpers import (column, hand_env, joint, make_workload, masked_random_policy, task,
-                      work_from_obs)
+from .helpers import (
+    column,
+    hand_env,
+    joint,
+    make_workload,
+    masked_random_policy,
+    task,
+    work_from_obs,
+)
 
 NEVER_REACHED = 1e6  # a target work no hand instance gets close to
 W = 40.0  # max window of CoRE-Small-v0: time features are divided by it
@@ -173,7 +180,7 @@ def test_fifo_queue_fills_lowest_free_slots_in_arrival_order():
     def visible_deadlines(t):
         present = column(env, obs, "present") > 0
         dl = np.rint(column(env, obs, "time_to_deadline") * W) + t
-        return [int(d) if p else None for d, p in zip(dl, present)]
+        return [int(d) if p else None for d, p in zip(dl, present, strict=False)]
 
     assert visible_deadlines(0) == [2, 20, 2]
     assert _feature(env, obs, "queue_len") == pytest.approx(3 / 12)
@@ -322,7 +329,7 @@ def test_switching_cost_single_node(c):
     env = hand_env(1, 2, arrival_slots=1, shaping_beta=0.0, switch_cost=c, max_steps=6)
     env.reset(seed=0, options={"workload": wl})
     expected = [(1, 0), (1, 1), (1, 2), (1, 2), (2 - c, 2), (3 - c, 2)]
-    for a, exp in zip([1, 2, 2, 0, 1, 1], expected):
+    for a, exp in zip([1, 2, 2, 0, 1, 1], expected, strict=False):
         obs, rew, term, trunc, infos = env.step(joint(env, [a]))
         np.testing.assert_allclose(_work(env), exp, rtol=1e-6)
     assert all(trunc.values())

@@ -11,8 +11,16 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 import core_env
 from core_env import scheduler_v0
 
-from .helpers import (SMALL, final_episode_info, masked_random_policy, obs_matrix,
-                      replay_policy, run_episode, team_rewards, uniform_random_policy)
+from .helpers import (
+    SMALL,
+    final_episode_info,
+    masked_random_policy,
+    obs_matrix,
+    replay_policy,
+    run_episode,
+    team_rewards,
+    uniform_random_policy,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -112,12 +120,12 @@ def test_every_observation_and_state_inside_its_space(preset, overrides, seeds, 
 # ---------------------------------------------------------------- seeding / determinism
 def _assert_same_trajectory(t1, t2):
     assert len(t1["obs"]) == len(t2["obs"])
-    for o1, o2 in zip(t1["obs"], t2["obs"]):
+    for o1, o2 in zip(t1["obs"], t2["obs"], strict=False):
         assert o1.keys() == o2.keys()
         for a in o1:
             assert np.array_equal(o1[a]["observation"], o2[a]["observation"])
             assert np.array_equal(o1[a]["action_mask"], o2[a]["action_mask"])
-    for s1, s2 in zip(t1["states"], t2["states"]):
+    for s1, s2 in zip(t1["states"], t2["states"], strict=False):
         assert np.array_equal(s1, s2)
     assert t1["rewards"] == t2["rewards"]
     assert t1["terms"] == t2["terms"] and t1["truncs"] == t2["truncs"]
@@ -146,7 +154,7 @@ def test_workload_depends_on_the_seed_only():
     pols = [masked_random_policy(np.random.default_rng(1)),
             lambda env, obs: {a: 0 for a in env.agents}]  # always idle
     episodes = []
-    for env, pol in zip((env_a, env_b), pols):
+    for env, pol in zip((env_a, env_b), pols, strict=False):
         run_episode(env, 31, pol)
         first = _workload_arrays(env)
         run_episode(env, None, pol)  # continue the generator: still independent of actions

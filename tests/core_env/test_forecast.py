@@ -10,9 +10,19 @@ from pettingzoo.test import parallel_api_test
 
 import core_env
 from core_env.curves import LOG_WORK_GRID, first_crossing
-from core_env.forecast import (FORECAST_FEATURES, REMAINING_CAP, CurveHistory, Forecaster,
-                               HistoryBatch, LossForecastWrapper, OnlineWLS, OracleForecaster,
-                               RemainingWork, WLSForecaster, naive_slope_forecaster)
+from core_env.forecast import (
+    FORECAST_FEATURES,
+    REMAINING_CAP,
+    CurveHistory,
+    Forecaster,
+    HistoryBatch,
+    LossForecastWrapper,
+    OnlineWLS,
+    OracleForecaster,
+    RemainingWork,
+    WLSForecaster,
+    naive_slope_forecaster,
+)
 from core_env.forecast.cases import make_cases
 from core_env.forecast.wls import norm_cdf
 
@@ -155,7 +165,7 @@ def test_online_wls_equals_the_batch_fit():
     for i in range(steps):
         online.update(np.log(work[:, i]), np.log(loss[:, i]))
     batch = HistoryBatch.from_histories([CurveHistory(work[j], loss[j]) for j in range(n)])
-    for got, want in zip(online.fit(), params.fit(batch)):
+    for got, want in zip(online.fit(), params.fit(batch), strict=False):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match="window"):
         OnlineWLS(naive_slope_forecaster(), 1)

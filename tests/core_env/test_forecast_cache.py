@@ -31,7 +31,7 @@ def test_cached_columns_equal_uncached_except_p_reach():
     env_c, cached, visible = _episode(True, seed=4)
     env_u, plain, _ = _episode(False, seed=4)
     cols = env_c.layout.task_columns
-    for a, b in zip(cached, plain):
+    for a, b in zip(cached, plain, strict=False):
         for name in ("fc_mean", "fc_q10", "fc_q50", "fc_q90"):
             np.testing.assert_allclose(a[:, cols(name)], b[:, cols(name)], atol=1e-6)
         # everything but p_reach is identical

@@ -153,7 +153,7 @@ def test_sequential_decoding_never_causes_capacity_conflicts(preset, overrides, 
                 pick = int(rng.choice(busy)) if busy.size and rng.random() > 0.1 else 0
                 chosen.append(pick)
             trained += sum(c > 0 for c in chosen)
-            obs, rew, term, trunc, infos = env.step(dict(zip(env.possible_agents, chosen)))
+            obs, rew, term, trunc, infos = env.step(dict(zip(env.possible_agents, chosen, strict=False)))
         ep = infos["node_0"]["episode"]
         assert ep["capacity_conflicts"] == 0
         assert ep["illegal_actions"] == 0
@@ -188,4 +188,4 @@ def test_sequential_masks_teacher_forcing_on_env_observations():
         seq = sequential_masks(m, cap, actions)
         for i in range(4):
             assert np.array_equal(seq[i], sequential_mask(m[i], cap, actions[:i]))
-        obs, *_ = env.step(dict(zip(env.possible_agents, actions.tolist())))
+        obs, *_ = env.step(dict(zip(env.possible_agents, actions.tolist(), strict=False)))

@@ -11,8 +11,8 @@ import pytest
 
 import core_env
 from core_env import make_config, scheduler_v0
-from core_env.workload import generate_workload
 from core_env.registration import register_presets
+from core_env.workload import generate_workload
 
 PRESET_IDS = ["CoRE-v0", "CoRE-Heavy-v0", "CoRE-Extreme-v0", "CoRE-HeldOut-v0", "CoRE-Small-v0"]
 

@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 
 import core_env
 
-from .helpers import (SMALL, final_episode_info, masked_random_policy, obs_matrix,
-                      replay_policy, run_episode, team_rewards, uniform_random_policy)
+from .helpers import (
+    SMALL,
+    final_episode_info,
+    masked_random_policy,
+    obs_matrix,
+    replay_policy,
+    run_episode,
+    team_rewards,
+    uniform_random_policy,
+)
 
 BETAS = [0.0, 0.5, 1.0, 3.0]
 
@@ -62,11 +70,11 @@ def test_beta_changes_rewards_but_not_the_trajectory(preset, seed, overrides):
         env = core_env.parallel_env(preset=preset, shaping_beta=beta, **overrides)
         trajs[beta] = run_episode(env, seed, replay_policy(actions))
     ref = trajs[0.0]
-    for beta, traj in trajs.items():
+    for traj in trajs.values():
         assert final_episode_info(traj)["completed"] == final_episode_info(ref)["completed"]
         for key in ("arrived", "expired", "length", "switches", "utilization"):
             assert final_episode_info(traj)[key] == final_episode_info(ref)[key]
-        for o1, o2 in zip(traj["obs"], ref["obs"]):
+        for o1, o2 in zip(traj["obs"], ref["obs"], strict=False):
             assert all(np.array_equal(o1[a]["observation"], o2[a]["observation"]) for a in o1)
     assert team_rewards(trajs[3.0]) != team_rewards(trajs[0.0])  # shaping is not a no-op
 
@@ -120,7 +128,7 @@ def test_identity_and_spaces_on_random_configs(n, k, load, beta, max_steps, swit
         assert ep["arrived"] == ep["completed"] + ep["expired"]
     else:
         assert ep["arrived"] >= ep["completed"] + ep["expired"]
-    for obs, state in zip(traj["obs"], traj["states"]):
+    for obs, state in zip(traj["obs"], traj["states"], strict=False):
         o, m = obs_matrix(env, obs)
         assert np.all(np.isfinite(o)) and np.all(m[:, 0] == 1)
         assert all(env.observation_space(a).contains(obs[a]) for a in env.possible_agents)

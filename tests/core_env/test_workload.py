@@ -80,7 +80,7 @@ def test_generate_workloads_equals_one_by_one():
         pytest.skip("no generate_workloads in this version")
     cfg = make_config(SMALL, load=2.0)
     batch = wmod.generate_workloads(cfg, [np.random.default_rng(s) for s in (1, 2, 3)])
-    for s, wl in zip((1, 2, 3), batch):
+    for s, wl in zip((1, 2, 3), batch, strict=False):
         assert _equal(wl, generate_workload(cfg, np.random.default_rng(s)))
 
 
@@ -121,7 +121,7 @@ def test_replaying_a_workload_gives_the_same_episode():
     it = iter(t1["actions"])
     t2 = run_episode(env2, 999, lambda env, obs: next(it), options={"workload": wl})
     assert t1["rewards"] == t2["rewards"] and t1["infos"] == t2["infos"]
-    for o1, o2 in zip(t1["obs"], t2["obs"]):
+    for o1, o2 in zip(t1["obs"], t2["obs"], strict=False):
         assert all(np.array_equal(o1[a]["observation"], o2[a]["observation"]) for a in o1)
 
 

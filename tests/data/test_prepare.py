@@ -7,9 +7,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tools.data import prepare
 from core_env import banks
 from core_env.banks import DATA_DIR, load_bank, validate_bank
+from tools.data import prepare
 
 
 def test_clean_curve_drops_bad_points_and_curves():
@@ -86,6 +86,6 @@ def test_raw_curves_round_trip(tmp_path):
     prepare.save_raw(tmp_path / "x.npz", curves)
     back = prepare.load_raw(tmp_path / "x.npz")
     assert [(c["group"], c["label"]) for c in back] == [("g", "a"), ("h", "b")]
-    for a, b in zip(curves, back):
+    for a, b in zip(curves, back, strict=False):
         np.testing.assert_array_equal(a["work"], b["work"])
         np.testing.assert_array_equal(a["loss"], b["loss"])

@@ -13,7 +13,14 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from tools.data.rl_curves import (  # noqa: E402  (after the optional-extra check)
-    HELD_OUT_GROUPS, LOSS_FLOOR, RETURN_RANGE, SPECS, RunSpec, normalised_loss, train_curve)
+    HELD_OUT_GROUPS,
+    LOSS_FLOOR,
+    RETURN_RANGE,
+    SPECS,
+    RunSpec,
+    normalised_loss,
+    train_curve,
+)
 
 BANK = Path(__file__).resolve().parents[2] / "core_env" / "data" / "sb3-rl.npz"
 
@@ -96,7 +103,7 @@ def test_regenerated_curve_matches_bank(short_curve: dict[str, Any]) -> None:
     assert all(label in order for label in labels), "bank built from other SPECS: rebuild it"
     assert [order[label] for label in labels] == sorted(order[label] for label in labels)
     assert offsets[0] == 0 and offsets[-1] == len(work) == len(loss)
-    for a, b in zip(offsets[:-1], offsets[1:]):
+    for a, b in zip(offsets[:-1], offsets[1:], strict=False):
         assert work[a] > 0 and np.all(np.diff(work[a:b]) > 0)
     assert np.all(np.isfinite(loss)) and np.all(loss >= LOSS_FLOOR)
     start = offsets[labels.index(REGEN_SPEC.label)]

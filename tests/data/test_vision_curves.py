@@ -14,8 +14,14 @@ pytest.importorskip("sklearn", reason="scikit-learn (data preparation only) is n
 pytest.importorskip("mnist1d", reason="mnist1d (data preparation only) is not installed")
 
 from tools.data import vision_curves  # noqa: E402
-from tools.data.vision_curves import (HELD_OUT_GROUPS, SPECS, VARIANTS,  # noqa: E402
-                                      RunSpec, generate, train_curve)
+from tools.data.vision_curves import (  # noqa: E402
+    HELD_OUT_GROUPS,
+    SPECS,
+    VARIANTS,
+    RunSpec,
+    generate,
+    train_curve,
+)
 
 BANK = Path(__file__).resolve().parents[2] / "core_env" / "data" / "real-vision.npz"
 

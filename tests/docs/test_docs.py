@@ -76,7 +76,7 @@ def demo_mismatches(shown: str, now: str) -> list[str]:
     :data:`TORCH_POLICIES` rounding allows; empty when they agree. Rows are matched by
     policy, so a torch policy's rounding may move its row (rows are sorted by rate)."""
     (head_old, old), (head_new, new) = _rows(shown), _rows(now)
-    bad = [f"shown: {a}\n  now: {b}" for a, b in zip(head_old, head_new) if a != b]
+    bad = [f"shown: {a}\n  now: {b}" for a, b in zip(head_old, head_new, strict=False) if a != b]
     if set(old) != set(new):
         bad.append(f"policies shown {sorted(old)}, now {sorted(new)}")
     for policy in sorted(set(old) & set(new)):
@@ -98,7 +98,7 @@ def _close(old: str, new: str) -> bool:
     unit = "%" if "%" in old else "pts"
     same_text = re.sub(r"[-+\d.]", "", old) == re.sub(r"[-+\d.]", "", new)
     return (same_text and len(x_old) == len(x_new)
-            and all(abs(u - v) <= TORCH_TOLERANCE[unit] for u, v in zip(x_old, x_new)))
+            and all(abs(u - v) <= TORCH_TOLERANCE[unit] for u, v in zip(x_old, x_new, strict=False)))
 
 
 def test_demo_comparison_allows_rounding_only_in_torch_policy_rows():

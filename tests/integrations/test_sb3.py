@@ -29,7 +29,6 @@ central = load_example("sb3_maskable_ppo")
 shared = load_example("sb3_supersuit_ppo")
 from core_env.integrations import sb3  # noqa: E402  (the adapter the example uses)
 
-
 EVAL_SEEDS = tuple(range(10_000, 10_040))
 """40 evaluation seeds (the examples' 20 and 20 more): a tighter paired comparison."""
 

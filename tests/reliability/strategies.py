@@ -17,8 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardConfig,
-                             WorkloadConfig)
+from core_env.config import ClusterConfig, CoreConfig, EpisodeConfig, RewardConfig, WorkloadConfig
 from core_env.curves import MIXES
 
 _SCALE = 20 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 1

@@ -61,7 +61,7 @@ def test_pettingzoo_env_rejects_malformed_actions_without_touching_its_state(cfg
     step = 0
     while clean.agents:
         mask = np.stack([obs[a]["action_mask"] for a in clean.possible_agents])
-        good = dict(zip(clean.possible_agents, actions_for("uniform", rng, mask, None).tolist()))
+        good = dict(zip(clean.possible_agents, actions_for("uniform", rng, mask, None).tolist(), strict=False))
         if step == at:
             bad, agent = malformed(kind, good, cfg.cluster.max_visible_tasks)
             before = sim_arrays(dirty.sim)

@@ -19,8 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import core_env
-from core_env.config import (ClusterConfig, CoreConfig, EpisodeConfig, RewardConfig,
-                             WorkloadConfig, override_names)
+from core_env.config import (
+    ClusterConfig,
+    CoreConfig,
+    EpisodeConfig,
+    RewardConfig,
+    WorkloadConfig,
+    override_names,
+)
 from core_env.curves import MIXES
 
 from .strategies import PROPERTY, actions_for, configs
@@ -110,7 +116,7 @@ def test_every_random_valid_configuration_runs_an_episode_through_every_entry_po
         while env.agents:
             mask = np.stack([obs[a]["action_mask"] for a in env.possible_agents])
             act = actions_for("masked", rng, mask, None)
-            obs, _, _, _, infos = env.step(dict(zip(env.possible_agents, act.tolist())))
+            obs, _, _, _, infos = env.step(dict(zip(env.possible_agents, act.tolist(), strict=False)))
             steps += 1
         assert steps <= cfg.max_steps
         assert infos["node_0"]["episode"]["length"] == steps

@@ -28,8 +28,8 @@ from core_env.workload import generate_workload
 torch = pytest.importorskip("torch")
 
 from benchmarks import plots, report, runner  # noqa: E402
-from benchmarks.runner import EpisodeSpec  # noqa: E402
 from benchmarks.fake_episodes import synthetic_episode  # noqa: E402
+from benchmarks.runner import EpisodeSpec  # noqa: E402
 from mara_agents import safe_io  # noqa: E402
 from mara_agents.forecast.forecaster import FlowMatchingForecaster  # noqa: E402
 from mara_agents.mat.checkpoint import load_checkpoint, shipped  # noqa: E402

@@ -69,7 +69,7 @@ def run_trace(cfg, seed: int, style: str, action_seed: int) -> Trace:
         mask = np.stack([obs[a]["action_mask"] for a in agents])
         act = actions_for(style, rng, mask, last)
         last = act
-        obs, rew, term, trunc, infos = env.step({a: int(x) for a, x in zip(agents, act)})
+        obs, rew, term, trunc, infos = env.step({a: int(x) for a, x in zip(agents, act, strict=False)})
         tr.actions.append(act)
         tr.rewards.append(rew[agents[0]])
         assert len(set(rew.values())) == 1, "the team reward must be the same for every agent"
@@ -277,7 +277,7 @@ def test_no_nan_or_inf_and_every_observation_is_inside_its_space(tr):
     env = tr.env
     space = env.observation_space(env.possible_agents[0])
     assert np.all(np.isfinite(tr.rewards))
-    for obs, state in zip(tr.obs, tr.states):
+    for obs, state in zip(tr.obs, tr.states, strict=False):
         assert np.all(np.isfinite(state)) and env.state_space.contains(state)
         for agent, o in obs.items():
             assert np.all(np.isfinite(o["observation"])), agent
@@ -300,7 +300,7 @@ def test_workload_depends_on_the_seed_alone(cfg, seed, styles):
 def test_same_seed_and_actions_give_bit_identical_trajectories(cfg, seed, style):
     a, b = run_trace(cfg, seed, style, 5), run_trace(cfg, seed, style, 5)
     assert a.rewards == b.rewards and a.ends == b.ends and a.episode == b.episode
-    for sa, sb in zip(a.states, b.states):
+    for sa, sb in zip(a.states, b.states, strict=False):
         assert np.array_equal(sa, sb)
 
 
@@ -314,8 +314,8 @@ def test_batched_environment_b_follows_the_single_env_with_seed_b(cfg, seeds, ac
     envs = core_env.BatchedCoreEnv(cfg, num_envs=len(seeds))
     obs, mask = envs.reset(seed=seeds)
     singles = [core_env.CoreSchedulerEnv(cfg) for _ in seeds]
-    single_obs = [e.reset(seed=s)[0] for e, s in zip(singles, seeds)]
-    for b, (env, o) in enumerate(zip(singles, single_obs)):  # the first observations too
+    single_obs = [e.reset(seed=s)[0] for e, s in zip(singles, seeds, strict=False)]
+    for b, (env, o) in enumerate(zip(singles, single_obs, strict=False)):  # the first observations too
         assert np.array_equal(obs[b], np.stack([o[a]["observation"] for a in env.possible_agents]))
     rng = np.random.default_rng(action_seed)
     finished = [0] * len(seeds)
@@ -325,7 +325,7 @@ def test_batched_environment_b_follows_the_single_env_with_seed_b(cfg, seeds, ac
         assert np.all(np.isfinite(obs)) and np.all(np.isfinite(reward))
         for b, env in enumerate(singles):
             agents = env.possible_agents
-            o, r, term, trunc, inf = env.step({a: int(x) for a, x in zip(agents, act[b])})
+            o, r, term, trunc, inf = env.step({a: int(x) for a, x in zip(agents, act[b], strict=False)})
             assert reward[b] == r[agents[0]]
             assert done[b] == (term[agents[0]] or trunc[agents[0]])
             if done[b]:

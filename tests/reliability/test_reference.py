@@ -88,7 +88,7 @@ def run_pettingzoo_vs_reference(cfg, seed: int, style: str, action_seed: int) ->
         mask = np.stack([obs[a]["action_mask"] for a in agents])
         act = actions_for(style, rng, mask, last)
         last = act
-        obs, rew, term, trunc, infos = env.step({a: int(x) for a, x in zip(agents, act)})
+        obs, rew, term, trunc, infos = env.step({a: int(x) for a, x in zip(agents, act, strict=False)})
         r = ref.step([int(x) for x in act])
         steps += 1
         where = f"seed {seed}, step {steps}, actions {act.tolist()}"

@@ -18,8 +18,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mara_agents.forecast.forecaster import (CHECKPOINT_DIR, DEFAULT_CHECKPOINT,  # noqa: E402
-                                             FlowMatchingForecaster)
+from mara_agents.forecast.forecaster import (  # noqa: E402
+    CHECKPOINT_DIR,
+    DEFAULT_CHECKPOINT,
+    FlowMatchingForecaster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core_env", "mara_agents", "benchmarks")

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from tools.data.raw import load_raw, save_raw, write_npz
 from core_env.banks import DATA_DIR, MANIFEST, TARGET_FROM, TRACE
+from tools.data.raw import load_raw, save_raw, write_npz
 
 LOSS_FLOOR = 1e-3
 """Losses below this are raised to it (error rates of 0 would make log loss infinite)."""
@@ -168,7 +168,7 @@ def lcdb_curves() -> list[dict[str, Any]]:
     out = []
     for (data_id, learner), pts in sorted(points.items(), key=lambda kv: (int(kv[0][0]),
                                                                           kv[0][1])):
-        w, l = zip(*pts)
+        w, l = zip(*pts, strict=False)
         out.append({"group": f"openml-{data_id}", "label": f"{learner.split('.')[-1]}"
                     f"@openml-{data_id}", "work": np.array(w), "loss": np.array(l)})
     return out

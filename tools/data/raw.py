@@ -42,7 +42,7 @@ def load_raw(path: Path) -> list[dict[str, Any]]:
         off = z["offsets"]
         return [{"group": str(g), "label": str(lab), "work": z["work"][off[i]:off[i + 1]],
                  "loss": z["loss"][off[i]:off[i + 1]]}
-                for i, (g, lab) in enumerate(zip(z["groups"], z["labels"]))]
+                for i, (g, lab) in enumerate(zip(z["groups"], z["labels"], strict=False))]
 
 
 def train_all(specs: Iterable[Any], train_curve: Callable[[Any], dict[str, Any]],

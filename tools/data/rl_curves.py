@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from core_env.live.classic_control import (ALGOS, LOSS_FLOOR,  # noqa: F401 (the bank's loss)
-                                           RETURN_RANGE, normalised_loss)
+from core_env.live.classic_control import ALGOS, LOSS_FLOOR, RETURN_RANGE, normalised_loss  # noqa: F401 (the bank's loss)
 from core_env.utils.checks import fail
 from tools.data.raw import generator_main, train_all
 

@@ -75,7 +75,7 @@ def field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for node, nxt in zip(body, body[1:]):
+    for node, nxt in zip(body, body[1:], strict=False):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                 and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)):
@@ -135,7 +135,7 @@ def state_table() -> str:
 
 def arguments_table() -> str:
     rows = []
-    for sec, cls in config_sections():
+    for _sec, cls in config_sections():
         docs = field_docs(cls)
         for f in dataclasses.fields(cls):
             doc = _md(docs.get(f.name, ""))

@@ -50,7 +50,7 @@ def main(path: str) -> None:
         return [eps[(preset, policy)][s]["completion_rate"] for s in seeds]
 
     def diff(preset, a, b):
-        return [x - y for x, y in zip(rate(preset, a), rate(preset, b))]
+        return [x - y for x, y in zip(rate(preset, a), rate(preset, b), strict=False)]
 
     short = [p.removeprefix("CoRE-").removesuffix("-v0") for p in presets]
     print("Completion rate (%), mean over the seeds\n")

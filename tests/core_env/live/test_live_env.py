@@ -13,8 +13,14 @@ import pytest
 import core_env  # noqa: F401  (registers the presets)
 from core_env import CoreSchedulerEnv, pmath
 from core_env.curves import LOG_WORK_GRID
-from core_env.live import (LiveRecord, LiveSchedulerEnv, make_pilots,
-                           record_pilots, replay, validate_pilots)
+from core_env.live import (
+    LiveRecord,
+    LiveSchedulerEnv,
+    make_pilots,
+    record_pilots,
+    replay,
+    validate_pilots,
+)
 from core_env.live.env import SLOT_TIMES
 from core_env.live.jobs import JobSpec
 from core_env.testing import check_env

@@ -12,8 +12,8 @@ from core_env import CoreSchedulerEnv
 from core_env.banks import DATA_DIR, BankError
 from core_env.curves import LOG_WORK_GRID
 from core_env.live import generate_live_workload, live_config, load_pilots
-from core_env.live.pilots import PILOTS, fit_alpha
 from core_env.live.live_workload import reference_table
+from core_env.live.pilots import PILOTS, fit_alpha
 from core_env.workload import draw_arrivals, node_speeds, validate_workload
 
 

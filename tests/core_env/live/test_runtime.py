@@ -11,8 +11,17 @@ import time
 import numpy as np
 import pytest
 
-from core_env.live import (JOB_KINDS, JobSpec, LocalRuntime, MLPDigitsJob, SlotTask,
-                           TrainingJob, job_class, make_job, run_serial)
+from core_env.live import (
+    JOB_KINDS,
+    JobSpec,
+    LocalRuntime,
+    MLPDigitsJob,
+    SlotTask,
+    TrainingJob,
+    job_class,
+    make_job,
+    run_serial,
+)
 from core_env.live.runtime import shared_makespan
 
 COUNTER = "tests.core_env.live.jobs_for_tests:CounterJob"
@@ -164,7 +173,7 @@ def test_a_slot_gives_what_training_in_process_gives(runtime, kind, variant):
     want = run_serial(spec, [(1, 1), (1, 2), (2, 1)])
     runtime.warm([spec])  # imports and data off the slots' time limit, as the live env does
     state, got = None, []
-    for (units, k), nodes in zip([(1, 1), (1, 2), (2, 1)], [(0,), (1, 2), (2,)]):
+    for (units, _k), nodes in zip([(1, 1), (1, 2), (2, 1)], [(0,), (1, 2), (2,)], strict=False):
         res = runtime.run_slot({"t": SlotTask(spec, state, units, nodes)})["t"]
         assert res.error is None and res.node == min(nodes) and res.state_bytes > 0
         state = res.state

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 import core_env
 from core_env.forecast import LossForecastWrapper, WLSForecaster, forecast, slot_inputs
-from mara_agents.baselines import (ObservationDecoder, SlotTracker, assign_nodes,
-                                   fill_by_priority)
+from mara_agents.baselines import ObservationDecoder, SlotTracker, assign_nodes, fill_by_priority
 
 from .helpers import SMALL, make_observations, small_env
 

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mara_agents.baselines import (EDFPolicy, FIFOPolicy, LeastLaxityPolicy, OracleGreedyPolicy,
-                                   RandomPolicy, RoundRobinPolicy, ShortestPredictedPolicy)
+from mara_agents.baselines import (
+    EDFPolicy,
+    FIFOPolicy,
+    LeastLaxityPolicy,
+    OracleGreedyPolicy,
+    RandomPolicy,
+    RoundRobinPolicy,
+    ShortestPredictedPolicy,
+)
 from tests.core_env.helpers import hand_env, make_workload, task
 
 from .helpers import counts_of, make_observations, small_env

@@ -9,8 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from mara_agents.baselines import (LaiRAPolicy, LASPolicy, ObservationDecoder, OptimusPolicy,
-                                   SLAQPolicy, SlotTracker, SuccessiveHalvingPolicy)
+from mara_agents.baselines import (
+    LaiRAPolicy,
+    LASPolicy,
+    ObservationDecoder,
+    OptimusPolicy,
+    SLAQPolicy,
+    SlotTracker,
+    SuccessiveHalvingPolicy,
+)
 from mara_agents.baselines.curvefit import fit_inverse_curve, nnls
 from mara_agents.baselines.halving import rung_budgets
 from mara_agents.baselines.laira import KalmanCurve

@@ -65,7 +65,7 @@ def test_sticky_counts_stays_feasible():
         k, n = int(rng.integers(1, 7)), int(rng.integers(1, 12))
         cap = rng.integers(0, n + 1, size=k)
 
-        def fill():
+        def fill(n=n, k=k, cap=cap):
             c = np.minimum(rng.integers(0, n + 1, size=k), cap)
             while c.sum() > n:
                 c[int(np.argmax(c))] -= 1

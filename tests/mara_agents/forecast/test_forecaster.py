@@ -12,8 +12,14 @@ import torch
 
 from core_env.forecast import REMAINING_CAP, CurveHistory, Forecaster
 from core_env.forecast.cases import make_cases
-from mara_agents.forecast import (CHECKPOINT_DIR, FlowForecastNet, FlowMatchingForecaster,
-                                  ModelConfig, SamplerConfig, crossing_offsets)
+from mara_agents.forecast import (
+    CHECKPOINT_DIR,
+    FlowForecastNet,
+    FlowMatchingForecaster,
+    ModelConfig,
+    SamplerConfig,
+    crossing_offsets,
+)
 from mara_agents.forecast.crossing import crossing_offsets_numpy
 from mara_agents.forecast.forecaster import sorted_quantiles, widen
 
@@ -70,7 +76,7 @@ def test_same_seed_same_output_other_seed_differs(cases):
     a = small_fm(seed=5).predict_batch(*args)
     b = small_fm(seed=5).predict_batch(*args)
     c = small_fm(seed=6).predict_batch(*args)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_array_equal(x, y)
     assert not np.array_equal(a.q50, c.q50)
     # repeated calls on one forecaster are identical too (the generator is seeded per call)
@@ -187,7 +193,7 @@ def test_checkpoint_round_trip(tmp_path, cases):
     loaded = FlowMatchingForecaster.load(path)
     assert loaded.sampler == fm.sampler and loaded.config == fm.config
     args = (cases.batch, cases.log_targets, np.full(cases.batch.size, 30.0))
-    for x, y in zip(fm.predict_batch(*args), loaded.predict_batch(*args)):
+    for x, y in zip(fm.predict_batch(*args), loaded.predict_batch(*args), strict=False):
         np.testing.assert_array_equal(x, y)
     assert FlowMatchingForecaster.load(path, samples=4, seed=3).sampler.samples == 4
     with pytest.raises(ValueError, match="unknown fields"):
@@ -267,9 +273,9 @@ def test_forecasters_by_name_keep_their_checkpoints():
     for name, net in nets.items():
         want = FlowMatchingForecaster.pretrained(FM_CHECKPOINTS[name]).net
         assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(),
-                                                     want.state_dict().values()))
+                                                     want.state_dict().values(), strict=False))
     a, b = (list(n.state_dict().values()) for n in nets.values())
-    assert not all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(a, b, strict=False))
     with pytest.raises(ValueError, match="fm-v1"):
         make_forecaster("fm-v2")
 

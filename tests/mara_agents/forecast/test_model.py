@@ -10,8 +10,12 @@ import torch
 
 from core_env.curves import LOG_WORK_GRID
 from core_env.forecast import CurveHistory, HistoryBatch
-from mara_agents.forecast.model import (FlowForecastNet, ModelConfig, future_trajectories,
-                                        prefix_features)
+from mara_agents.forecast.model import (
+    FlowForecastNet,
+    ModelConfig,
+    future_trajectories,
+    prefix_features,
+)
 
 SMALL = ModelConfig(history_len=4, horizon=8, enc_hidden=16, ctx_dim=8, hidden=16)
 
@@ -52,8 +56,8 @@ def test_create_is_seeded_and_leaves_the_global_rng_alone():
     b = FlowForecastNet.create(SMALL, torch.Generator().manual_seed(3))
     c = FlowForecastNet.create(SMALL, torch.Generator().manual_seed(4))
     assert torch.equal(torch.random.get_rng_state(), state)
-    for (k, va), vb, vc in zip(a.state_dict().items(), b.state_dict().values(),
-                               c.state_dict().values()):
+    for (k, va), vb, _vc in zip(a.state_dict().items(), b.state_dict().values(),
+                               c.state_dict().values(), strict=False):
         assert torch.equal(va, vb), k
     assert not torch.equal(a.x_in.weight, c.x_in.weight)
 

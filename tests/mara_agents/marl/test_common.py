@@ -12,10 +12,23 @@ import torch
 import core_env
 from core_env.presets import PRESETS, preset_of
 from mara_agents.marl import model_file, model_path
-from mara_agents.marl.common import (CurveLog, RecordParallel, SharedActorPolicy,
-                                     SharedTableMLP, env_layout, load_model, mlp, save_model)
-from mara_agents.policy import check_policy_spec, make_policy, marl_spec, policy_fingerprint
-from mara_agents.policy import run_episode
+from mara_agents.marl.common import (
+    CurveLog,
+    RecordParallel,
+    SharedActorPolicy,
+    SharedTableMLP,
+    env_layout,
+    load_model,
+    mlp,
+    save_model,
+)
+from mara_agents.policy import (
+    check_policy_spec,
+    make_policy,
+    marl_spec,
+    policy_fingerprint,
+    run_episode,
+)
 
 
 def write_actor_model(path, preset="CoRE-Small-v0", algorithm="mappo", seed=0, env_steps=10):

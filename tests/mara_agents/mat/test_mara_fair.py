@@ -6,9 +6,16 @@ import pytest
 
 import core_env
 from mara_agents.mat.checkpoint import load_checkpoint
-from mara_agents.policy import (DEFAULT_FAIR_FRACTION, FAIR_FRACTIONS, check_policy_spec,
-                                fair_checkpoint, fair_spec, make_policy, policy_fingerprint,
-                                run_episode)
+from mara_agents.policy import (
+    DEFAULT_FAIR_FRACTION,
+    FAIR_FRACTIONS,
+    check_policy_spec,
+    fair_checkpoint,
+    fair_spec,
+    make_policy,
+    policy_fingerprint,
+    run_episode,
+)
 
 
 def test_every_shipped_fraction_has_its_checkpoint_trained_with_it():

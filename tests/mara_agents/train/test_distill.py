@@ -13,8 +13,7 @@ from mara_agents.mat.checkpoint import load_checkpoint
 from mara_agents.mat.ensemble import ensemble_act
 from mara_agents.mat.inputs import stack_inputs
 from mara_agents.policy import make_policy, run_episode
-from mara_agents.train.distill import (DistillConfig, Distiller, distill_loss, main,
-                                       teacher_targets)
+from mara_agents.train.distill import DistillConfig, Distiller, distill_loss, main, teacher_targets
 from mara_agents.train.recipe import main as train_main
 
 TINY = ["--preset", "CoRE-Small-v0", "--forecaster", "wls", "--num-envs", "4",
@@ -88,7 +87,7 @@ def test_learning_lowers_the_students_kl_on_the_states_it_trained_on(runs, tmp_p
         after = float(distill_loss(d.student, x, a, t))
     assert after < 0.7 * before
     # the value head is not part of the loss and stays as the student had it
-    assert all(torch.equal(p, q) for p, q in zip(value_before, d.student.value_head.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(value_before, d.student.value_head.parameters(), strict=False))
 
 
 def test_a_run_writes_a_loadable_reproducible_checkpoint(runs, tmp_path):

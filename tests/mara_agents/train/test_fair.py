@@ -10,14 +10,19 @@ import pytest
 import torch
 
 import core_env
-from mara_agents.mat.checkpoint import (input_columns, load_checkpoint,
-                                        model_from_checkpoint, shipped, widened_model)
+from mara_agents.forecast.registry import make_forecaster
+from mara_agents.mat.checkpoint import (
+    input_columns,
+    load_checkpoint,
+    model_from_checkpoint,
+    shipped,
+    widened_model,
+)
 from mara_agents.mat.inputs import select_inputs
 from mara_agents.train.config import PPOConfig
 from mara_agents.train.fair import LAMBDA_MAX, TenantLagrangian
 from mara_agents.train.recipe import main
 from mara_agents.train.rollout import Rollout
-from mara_agents.forecast.registry import make_forecaster
 
 SHARES = (0.5, 0.3, 0.2)
 
@@ -99,7 +104,7 @@ def test_a_widened_checkpoint_computes_what_it_computed():
     with torch.no_grad():
         a = narrow.encode(select_inputs(x, cols))
         b = wide.encode(x)
-        assert all(torch.equal(u, v) for u, v in zip(a, b))
+        assert all(torch.equal(u, v) for u, v in zip(a, b, strict=False))
         lag = [f.name for f in roll.layout.task_features].index("tenant_lag")
         assert x.tasks[..., lag].abs().sum() > 0
         wide.task_in[0].weight[:, lag] = 1.0

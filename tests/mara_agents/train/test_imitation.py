@@ -14,7 +14,7 @@ def test_canonical_order_keeps_counts_and_sorts():
     a = np.array([[3, 0, 1, 3, 0, 2], [0, 0, 0, 0, 0, 0]])
     c = canonical_order(a, 5)
     assert c.tolist() == [[1, 2, 3, 3, 0, 0], [0, 0, 0, 0, 0, 0]]
-    for row_a, row_c in zip(a, c):
+    for row_a, row_c in zip(a, c, strict=False):
         assert sorted(row_a.tolist()) == sorted(row_c.tolist())
 
 

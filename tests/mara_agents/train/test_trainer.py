@@ -12,10 +12,10 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import core_env
-from mara_agents.safe_io import save
 from mara_agents.mat.checkpoint import input_columns, load_checkpoint, model_from_checkpoint
 from mara_agents.mat.mara_policy import MARAPolicy
 from mara_agents.policy import make_policy, run_episode
+from mara_agents.safe_io import save
 from mara_agents.train.ppo import RunningNorm, clipped_surrogate, explained_variance, gae
 from mara_agents.train.recipe import main, parse_args
 from mara_agents.train.trainer import PPOConfig, Trainer
@@ -396,7 +396,7 @@ def test_the_training_rollout_executes_the_kept_placement():
         mask = ro.mask.copy()
         act = np.array([[rng.choice(np.flatnonzero(m)) for m in env] for env in mask])
         last, held = node_slots(ro.obs, ro.plain_layout)
-        want = np.stack([keep_nodes(a, la, h, m) for a, la, h, m in zip(act, last, held, mask)])
+        want = np.stack([keep_nodes(a, la, h, m) for a, la, h, m in zip(act, last, held, mask, strict=False)])
         _, done, _ = ro.step(act)
         new_last, _ = node_slots(ro.obs, ro.plain_layout)
         seen = (new_last >= 0) & ~done[:, None]  # trained a task that is still visible
