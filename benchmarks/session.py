@@ -3,10 +3,11 @@
 A :class:`~core_env.live.session.LiveSession` on local worker processes or a Ray cluster,
 run by one policy, taking submissions from JSON-lines files (one job per line, read as
 lines are appended) and folders (one ``*.json`` file per job, read as files appear; see
-:mod:`core_env.live.submissions`). It runs until interrupted (Ctrl-C), or with
+:mod:`core_env.live.submissions`). It runs until interrupted (Ctrl-C or SIGTERM), or with
 ``--until-idle`` until every job has finished and no new one came; a status view shows the
 jobs meanwhile, and the report (every job's outcome, the refused submissions, the events,
-timing) is written to ``--out`` as JSON::
+timing) is written to ``--out`` as JSON. Job classes (``module:Class``) import from the
+directory the command was started in, as policies do::
 
     touch jobs.jsonl
     mara-bench session jobs.jsonl --policy lara --out report.json &
@@ -18,6 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +103,10 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--max-running: only with --backend local")
     sources = [_source(s) for s in args.submissions]
     cfg = live_config(args.presets[0])
+    # job classes import from the directory the command was started in, as policies do:
+    # spawned workers inherit the path, and Ray adds the driver's directory to its workers'
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     runtime = make_runtime(args.backend, cfg.cluster.n_nodes, args.time_limit,
                            args.ray_address, args.max_running)
     try:
@@ -124,9 +135,30 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, systemd, a container stopping) raises ``KeyboardInterrupt`` inside
+    the block, as Ctrl-C does, so that the session stops and its report is still written;
+    the previous handler is restored after. Only in the main thread (where signals arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_command(args: argparse.Namespace) -> int:
-    """``mara-bench session``: every value checked by argparse or before anything starts."""
-    report = serve(args)
+    """``mara-bench session``: every value checked by argparse or before anything starts.
+    SIGTERM stops the session as Ctrl-C does (the report is written)."""
+    with sigterm_as_interrupt():
+        report = serve(args)
     write_json(args.out, report)
     totals = {k: report[k] for k in ("submitted", "completed", "expired", "failed",
                                      "waiting", "queued", "running")}

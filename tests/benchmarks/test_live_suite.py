@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +84,70 @@ def test_max_running_is_checked():
         make_runtime("ray", 2, 10.0, None, 2)
     with make_runtime("local", 3, 10.0, None, 2) as rt:
         assert rt.max_running == 2
+
+
+HALVING_JOB = '''
+import json
+
+
+class Halving:
+    def setup(self, seed):
+        self.work = 0.0
+
+    def train(self, units, nodes):
+        self.work += units * nodes
+        return 2.0 ** (-self.work / 4.0)
+
+    def save(self):
+        return json.dumps(self.work).encode()
+
+    def load(self, blob):
+        self.work = json.loads(blob)
+'''
+
+
+def _session_dir(tmp_path):
+    """A folder with a job module of its own (``myjobs:Halving``) and one submission of it."""
+    (tmp_path / "myjobs.py").write_text(HALVING_JOB)
+    (tmp_path / "jobs.jsonl").write_text(json.dumps(
+        {"kind": "myjobs:Halving", "target": 0.01, "deadline": 30, "max_nodes": 4}) + "\n")
+    return tmp_path
+
+
+def test_a_session_imports_job_classes_from_the_current_directory(tmp_path):
+    """As installed (the console script: its own folder, not the current one, is first on the
+    path), the workers import a job module that lies where the command was started."""
+    script = Path(sys.executable).with_name("mara-bench")
+    if not script.exists():
+        pytest.skip("the mara-bench console script is not installed")
+    cwd = _session_dir(tmp_path)
+    out = subprocess.run([str(script), "session", "jobs.jsonl", "--until-idle", "--view",
+                          "none", "--out", "report.json"], cwd=cwd, capture_output=True,
+                         text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr
+    report = json.loads((cwd / "report.json").read_text())
+    assert report["rejected"] == [], report["rejected"]
+    assert report["completed"] == 1
+
+
+def test_sigterm_stops_a_session_and_writes_its_report(tmp_path):
+    """SIGTERM (a container stopping, systemd, kill) is Ctrl-C: the report is written."""
+    cwd = _session_dir(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", "session", "jobs.jsonl",
+                             "--view", "plain", "--out", "report.json"], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        for line in proc.stdout:  # running: the job has arrived
+            seen.append(line)
+            if "arrived" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, "".join(seen) + rest
+    report = json.loads((cwd / "report.json").read_text())
+    assert report["submitted"] == 1
+    assert any("interrupted" in e["text"] for e in report["events"])
