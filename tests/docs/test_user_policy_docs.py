@@ -1,6 +1,7 @@
 """The worked example of docs/benchmarks.md ("Your own scheduler in every suite") works as
 written: its module, saved as ``mysched.py``, runs through the documented command and the
-documented Python call."""
+documented Python call, saved as a script and run as ``python run_mine.py`` (its worker
+processes import that file)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def _blocks() -> list[str]:
 def test_the_documented_scheduler_runs_in_a_suite(tmp_path):
     module, call = _blocks()[:2]
     (tmp_path / "mysched.py").write_text(module)
+    (tmp_path / "run_mine.py").write_text(call)
     cmd = next(line for line in PAGE.read_text().splitlines()
                if line.startswith("mara-bench default --policies"))
     assert "mysched:EarliestDeadline" in cmd
@@ -31,7 +33,7 @@ def test_the_documented_scheduler_runs_in_a_suite(tmp_path):
         {"args": [sys.executable, "-m", "benchmarks", *cmd.split()[1:], "--presets", "CoRE-v0",
                   "--seeds", "2", "--workers", "2", "--out", str(tmp_path / "cli")],
          "cwd": tmp_path},
-        {"args": [sys.executable, "-c", call], "cwd": tmp_path})
+        {"args": [sys.executable, "run_mine.py"], "cwd": tmp_path})
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if "mysched:EarliestDeadline" in line)
     assert "pts (" in row
