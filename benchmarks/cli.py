@@ -4,7 +4,9 @@ Contract: every suite is a :class:`benchmarks.flags.Command` listed once in
 :func:`commands`; the parser is built from that list (one subcommand per suite, with the
 suite's own flags) and ``main`` dispatches to the command's ``run``. Every argument is
 checked before anything runs or is written, once: a bad name, number or file is a usage
-error (exit status 2) that lists what is valid. Example::
+error (exit status 2) that lists what is valid. A policy that fails during an episode
+(:class:`benchmarks.runner.EpisodeError`) ends the command with exit status 1 and one message
+naming the policy, preset and seed, and where it was raised. Example::
 
     mara-bench default --presets CoRE-Small-v0 --seeds 2 --policies lara edf --out /tmp/x
 """
@@ -83,10 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     cmds = {c.name: c for c in commands()}
     parser = build_parser(tuple(cmds.values()))
     args = parser.parse_args(argv)
+    from benchmarks.runner import EpisodeError
+
     try:
         return cmds[args.suite].run(args)
     except ValueError as e:  # bad input found while starting (a name, a file): no traceback
         parser.exit(2, f"mara-bench {args.suite}: error: {e}\n")
+    except EpisodeError as e:  # a policy failed in an episode: which one, and where
+        parser.exit(1, f"mara-bench {args.suite}: error: {e}\n  ({e.origin})\n")
 
 
 if __name__ == "__main__":

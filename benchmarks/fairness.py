@@ -157,10 +157,11 @@ def format_frontier(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _fair_order(policy: str) -> float | None:
-    from mara_agents.policy import fair_spec
+    from mara_agents.policy_spec import PolicySpec
 
     try:
-        return fair_spec(policy)
+        spec = PolicySpec.parse(policy)
+        return spec.fraction if spec.kind == "mara_fair" else None
     except ValueError:
         return None
 

@@ -6,7 +6,8 @@ Contract: a suite module exposes ``COMMAND = Command(name, help, add_arguments, 
 the helpers here, so that they are spelt, typed and checked alike in every suite:
 ``--presets`` (preset ids; a suite that runs one preset takes exactly one), ``--seeds`` (at
 least 1) with ``--seed-offset`` (the first seed, at least 0), ``--workers`` (at least 1),
-``--out``, ``--policies``, ``--reference`` and ``--backend`` / ``--ray-address``.
+``--out``, ``--fresh``, ``--policies``, ``--reference`` and ``--backend`` /
+``--ray-address``.
 ``run(args)`` runs the parsed namespace and returns the exit status.
 
 Validation happens once. Values are checked by argparse, whose ``type=`` functions wrap
@@ -118,14 +119,18 @@ def preset_id(choices: Sequence[str] | None = None,
     return arg_type(check)
 
 
-def _policy(text: str) -> str:
-    from mara_agents.policy import check_policy_spec
+def _parsed_policy(text: str) -> Any:
+    from mara_agents.policy_spec import PolicySpec
 
-    return check_policy_spec(text)
+    return PolicySpec.parse(text).check()
 
 
-policy_spec = arg_type(_policy)
-"""``type=``: a built-in policy name or an importable ``package.module:Factory`` spec."""
+parsed_policy = arg_type(_parsed_policy)
+"""``type=``: a built-in policy name or an importable ``package.module:Factory`` spec, as
+its :class:`~mara_agents.policy_spec.PolicySpec` (parsed once, here)."""
+
+policy_spec = arg_type(lambda text: _parsed_policy(text).text)
+"""``type=``: as :data:`parsed_policy`, the spec's text (for suites that keep names)."""
 
 
 class _OnePreset(argparse.Action):
@@ -171,11 +176,20 @@ def add_out(parser: argparse.ArgumentParser, default: Path | None, help: str) ->
 
 
 def add_policies(parser: argparse.ArgumentParser, default: Sequence[str] | None,
-                 help: str = "built-in names or package.module:Factory specs of your own"
-                 ) -> None:
-    """``--policies SPEC [SPEC ...]``, each checked by :func:`policy_spec`."""
-    parser.add_argument("--policies", nargs="+", type=policy_spec, metavar="POLICY",
-                        default=None if default is None else list(default), help=help)
+                 help: str = "built-in names or package.module:Factory specs of your own",
+                 parsed: bool = False) -> None:
+    """``--policies SPEC [SPEC ...]``, each checked by :data:`policy_spec` (``parsed``:
+    :data:`parsed_policy`, the values are :class:`~mara_agents.policy_spec.PolicySpec`)."""
+    parser.add_argument("--policies", nargs="+", type=parsed_policy if parsed else policy_spec,
+                        metavar="POLICY", default=None if default is None else list(default),
+                        help=help)
+
+
+def add_fresh(parser: argparse.ArgumentParser) -> None:
+    """``--fresh``: recompute every episode, also those stored in ``--out``."""
+    parser.add_argument("--fresh", action="store_true",
+                        help="recompute every episode instead of reusing those stored in "
+                             "--out")
 
 
 def add_reference(parser: argparse.ArgumentParser, default: str | None, help: str) -> None:

@@ -35,7 +35,8 @@ def run(policies: Sequence[str], preset: str = "CoRE-v0", seeds: int = 5,
         raise ValueError(f"policies: expected at least two names (the last is the baseline), "
                          f"got {list(policies)}")
     torch.set_num_threads(1)
-    made = {name: make_policy(name, core_env.parallel_env(preset=preset)) for name in policies}
+    made = {name: make_policy(name, core_env.parallel_env(preset=preset), preset=preset)
+            for name in policies}
     for env, pol in made.values():  # warm-up (imports, allocation, torch kernels)
         run_episode(env, pol, seed=seed_offset - 1)
     secs: dict[str, list[float]] = {p: [] for p in policies}

@@ -6,7 +6,8 @@ default), the group audit (worst group, largest gap: :func:`audit_row`) and, wit
 clairvoyant-bound records, each policy's share of the bound.
 :func:`write_report` writes ``results.json``, ``results.csv``, ``table.md`` and the plots:
 ``completion_<preset>.png`` for every preset (``:`` written as ``+``) and
-``completion_vs_load.png`` when the presets differ only in their load.
+``completion_vs_load.png`` when the presets differ only in their load, and warns about
+policies whose actions the mask forbade (:func:`warn_illegal`).
 :func:`markdown_table` is the one table formatter of every suite::
 
     table = write_report(results, Path("results/mine"), {"suite": "mine", "reference": "lara"})
@@ -15,6 +16,7 @@ clairvoyant-bound records, each policy's share of the bound.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,24 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
     return "\n".join(lines) + "\n"
 
 
+MISUSE = ("illegal_actions", "capacity_conflicts")
+"""The counts of actions the env did not execute as chosen: an action the mask forbids (run
+as idle) and a node beyond a task's parallelism cap (idled). Every row has their totals; the
+table shows them only when a row has any (:func:`format_table`), and :func:`write_report`
+warns once per policy and preset about illegal actions."""
+
+
+def warn_illegal(rows: Sequence[dict[str, Any]]) -> None:
+    """One warning per (preset, policy) row whose episodes had illegal actions."""
+    for r in rows:
+        if r.get("illegal_actions"):
+            warnings.warn(
+                f"policy {r['policy']} on {r['preset']}: {r['illegal_actions']} actions over "
+                f"{r['episodes']} episodes were illegal (the action mask forbids them) and ran "
+                f"as idle; a policy should choose from each node's action_mask",
+                stacklevel=3)
+
+
 def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY
               ) -> list[dict[str, Any]]:
     """One row per (preset, policy): mean completion rate with its 95% CI, mean utilization,
@@ -100,7 +120,8 @@ def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
     bound itself: its completion-rate bound (bound / arrived) with CI, the paired headroom
     over the reference policy, and the solves (methods used, seconds, largest MILP gap).
     Intervals of rates and shares are clipped to [0, 1], of differences to [-1, 1]
-    (:mod:`benchmarks.stats`). Rows are sorted by (preset, policy).
+    (:mod:`benchmarks.stats`). Every episode row has the totals of :data:`MISUSE`.
+    Rows are sorted by (preset, policy).
     """
     bounds = {(r["preset"], r["seed"]): r for r in results if "bound" in r}
     by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
@@ -114,7 +135,8 @@ def summarise(results: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
         row = {"preset": preset, "policy": policy, "episodes": len(rates),
                "seeds": [min(eps), max(eps)], "completion_rate": mean, "ci_low": lo,
                "ci_high": hi,
-               "utilization": sum(e["utilization"] for e in eps.values()) / len(eps)}
+               "utilization": sum(e["utilization"] for e in eps.values()) / len(eps),
+               **{k: sum(e.get(k, 0) for e in eps.values()) for k in MISUSE}}
         ref = by.get((preset, reference))
         if ref is not None and policy != reference:
             common = sorted(set(eps) & set(ref))
@@ -169,7 +191,9 @@ def _pct(m: float, lo: float, hi: float, sign: bool = False) -> str:
 def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLICY) -> str:
     """Markdown table: completion rate (95% CI) and the paired difference to the reference
     policy (LARA unless the suite says otherwise), and where the episodes carry group counts
-    the worst group and the largest gap between groups (:func:`audit_row`).
+    the worst group and the largest gap between groups (:func:`audit_row`). When any row
+    has illegal actions or capacity conflicts (:data:`MISUSE`), two columns give their
+    totals over the row's episodes.
 
     With clairvoyant bounds in ``rows``, a column gives each policy's completions as a share
     of the bound (mean of per-seed ratios, 95% CI), the bound's own row shows the
@@ -177,9 +201,12 @@ def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
     """
     has_bound = any(r.get("is_bound") for r in rows)
     has_audit = any("worst_group" in r for r in rows)
+    has_misuse = any(r.get(k) for r in rows for k in MISUSE)
     ref_name = "LARA" if reference == "lara" else reference
     header = ["preset", "policy", "episodes", "completion rate (95% CI)",
               f"vs {ref_name}, paired (95% CI)", "utilization"]
+    if has_misuse:
+        header += ["illegal actions", "capacity conflicts"]
     if has_audit:
         header += ["worst group", "largest gap"]
     body = []
@@ -190,6 +217,8 @@ def format_table(rows: Sequence[dict[str, Any]], reference: str = REFERENCE_POLI
         name = f"**{r['policy']}** (clairvoyant)" if r.get("is_bound") else r["policy"]
         cells = [r["preset"], name, r["episodes"],
                  _pct(r["completion_rate"], r["ci_low"], r["ci_high"]), diff, util]
+        if has_misuse:
+            cells += [r.get(k, "-") for k in MISUSE]
         if has_audit:
             cells += audit_cells(r)
         if has_bound:
@@ -220,6 +249,7 @@ def write_report(results: Sequence[dict[str, Any]], out: Path, meta: dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     reference = meta.get("reference", REFERENCE_POLICY)
     rows = summarise(results, reference)
+    warn_illegal(rows)
     episodes = [r for r in results if "bound" not in r]
     bounds = [r for r in results if "bound" in r]
     presets = sorted({r["preset"] for r in results})

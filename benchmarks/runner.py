@@ -34,11 +34,13 @@ BACKENDS = ("local", "ray")
 @dataclasses.dataclass(frozen=True)
 class EpisodeSpec:
     """One benchmark episode: a policy (a name or ``module:Factory`` spec) on a preset with a
-    seed."""
+    seed. ``parsed`` is the policy's :class:`~mara_agents.policy_spec.PolicySpec` when the
+    caller has parsed it already (the workers then build from it)."""
 
     preset: str
     policy: str
     seed: int
+    parsed: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -46,15 +48,52 @@ class EpisodeSpec:
         return store.file_key(self.preset, self.policy, self.seed)
 
 
+class EpisodeError(RuntimeError):
+    """An episode failed: ``policy <spec> on <preset>, seed <s>: <the original message>``,
+    raised from the original exception (through a process pool, its traceback is the
+    cause's text). ``origin`` says where it was raised (``"ValueError in act, mysched.py,
+    line 12"``)."""
+
+    def __init__(self, message: str, origin: str = "") -> None:
+        super().__init__(message, origin)
+        self.origin = origin
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @classmethod
+    def wrap(cls, error: BaseException, policy: str, preset: str,
+             seed: int | None = None) -> EpisodeError:
+        """The error naming the policy, the preset and the seed (None: while building)."""
+        import traceback
+
+        where = ""
+        frames = traceback.extract_tb(error.__traceback__)
+        if frames:
+            last = frames[-1]
+            where = f" in {last.name}, {last.filename}, line {last.lineno}"
+        at = "" if seed is None else f", seed {seed}"
+        return cls(f"policy {policy} on {preset}{at}: {error}",
+                   f"{type(error).__name__}{where}")
+
+
 def run_episode_spec(spec: EpisodeSpec) -> dict[str, Any]:
     """Run one episode and return its statistics (the default episode function), with its
-    group counts (``groups``, :mod:`core_env.audit`)."""
+    group counts (``groups``, :mod:`core_env.audit`).
+
+    Raises:
+        EpisodeError: whatever building or running the policy raised, naming the policy,
+            the preset and the seed.
+    """
     import core_env
     from mara_agents.policy import make_policy, run_episode
 
-    base = core_env.parallel_env(preset=spec.preset)
-    env, policy = make_policy(spec.policy, base)
-    stats = run_episode(env, policy, spec.seed)
+    try:
+        base = core_env.parallel_env(preset=spec.preset)
+        env, policy = make_policy(spec.parsed or spec.policy, base, preset=spec.preset)
+        stats = run_episode(env, policy, spec.seed)
+    except Exception as e:
+        raise EpisodeError.wrap(e, spec.policy, spec.preset, spec.seed) from e
     return {"preset": spec.preset, "policy": spec.policy, "seed": spec.seed,
             **{k: stats[k] for k in store.EPISODE_FIELDS}, "groups": stats["groups"]}
 
@@ -158,9 +197,10 @@ def _on_pool(workers: int, fn: Callable[[Any], Any], items: Sequence[Any],
 def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
                  episode_fn: Callable[[EpisodeSpec], dict[str, Any]] = run_episode_spec,
                  backend: str = "local", workers: int = 2, ray_address: str | None = None,
-                 progress: bool = True, policy_hashes: dict[str, str | None] | None = None
-                 ) -> list[dict[str, Any]]:
-    """Run the specs that have no result file yet; return every spec's result, in order.
+                 progress: bool = True, policy_hashes: dict[str, str | None] | None = None,
+                 fresh: bool = False) -> list[dict[str, Any]]:
+    """Run the specs that have no result file yet (``fresh``: every spec); return every
+    spec's result, in order.
 
     Crash safety: every finished episode is written atomically as soon as it is done, so
     killing the run at any moment (Ctrl-C, SIGKILL) loses at most the episodes in flight,
@@ -170,7 +210,9 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     preset's config hash and the code versions: resuming into a folder whose episodes were
     run with a different configuration of a preset raises ``ValueError``. ``policy_hashes``
     (policy name -> fingerprint of its weights, or None) is stored with every episode of
-    those policies; a stored episode of other weights counts as invalid and is recomputed.
+    those policies; a stored episode of another fingerprint (other weights, an edited
+    ``module:Factory`` source) is recomputed. With ``progress``, reusing stored episodes
+    says so on stderr (how many of each policy, and the key they were stored under).
 
     Determinism: every backend runs episodes with torch/OpenMP pinned to
     :data:`EPISODE_THREADS` threads (serially, this process's setting is restored after the
@@ -186,7 +228,9 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     hashes = {p: store.config_hash(p) for p in {s.preset for s in specs}}
     policy_hashes = {k: v for k, v in (policy_hashes or {}).items() if v is not None}
     store.clean(episodes, hashes, policy_hashes)
-    todo = [s for s in specs if not (episodes / f"{s.key}.json").exists()]
+    todo = [s for s in specs if fresh or not (episodes / f"{s.key}.json").exists()]
+    if progress and len(todo) < len(specs):
+        print(reuse_message(specs, todo, policy_hashes, hashes), file=sys.stderr, flush=True)
 
     def save(spec: EpisodeSpec, result: dict[str, Any]) -> None:
         record = {**result, "config_hash": hashes[spec.preset]}
@@ -207,6 +251,27 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
         elif todo:
             _dispatch(episode_fn, todo, workers, lambda i, result: save(todo[i], result))
     return [_read(episodes / f"{spec.key}.json", spec, hashes, policy_hashes) for spec in specs]
+
+
+def reuse_message(specs: Sequence[EpisodeSpec], todo: Sequence[EpisodeSpec],
+                  policy_hashes: dict[str, str], config_hashes: dict[str, str | None]) -> str:
+    """``reusing N stored episodes (key ...)``: per policy, how many stored episodes a run
+    reuses and what they are keyed by (the policy's fingerprint, else the preset's config
+    hash alone)."""
+    again = set(todo)
+    reused: dict[str, list[EpisodeSpec]] = {}
+    for s in specs:
+        if s not in again:
+            reused.setdefault(s.policy, []).append(s)
+    lines = []
+    for policy, items in reused.items():
+        configs = ", ".join(sorted({str(config_hashes.get(s.preset)) for s in items}))
+        key = (f"policy {policy_hashes[policy]}, config {configs}" if policy in policy_hashes
+               else f"config {configs}, code shipped with the package")
+        lines.append(f"  {policy}: reusing {len(items)} stored episodes (key {key})")
+    total = sum(len(v) for v in reused.values())
+    return (f"reusing {total} stored episodes (--fresh recomputes them):\n"
+            + "\n".join(lines))
 
 
 def _read(path: Path, spec: EpisodeSpec, hashes: dict[str, str | None],

@@ -160,9 +160,10 @@ def check_record(record: Any, key: str, expected_hash: str | None,
 
     A stored result must be what its file name says it is: a dict whose ``preset``,
     ``policy`` and ``seed`` make its key (:func:`file_key`) and whose
-    ``config_hash`` is the preset's current one, and, where the policy has trained weights
-    (``policy_hash`` given: :func:`mara_agents.policy.policy_fingerprint`), whose
-    ``policy_hash`` is theirs. An episode's statistics must be whole
+    ``config_hash`` is the preset's current one, and, where the policy has a fingerprint
+    (``policy_hash`` given: :meth:`mara_agents.policy_spec.PolicySpec.fingerprint`, the
+    digest of its weights or of a ``module:Factory``'s source), whose ``policy_hash`` is
+    that one. An episode's statistics must be whole
     counts >= 0 with completed + expired <= arrived, ``completion_rate`` =
     completed / arrived exactly, utilization in [0, 1] and a finite return; a bound record
     needs 0 <= bound <= n_tasks.
@@ -179,8 +180,8 @@ def check_record(record: Any, key: str, expected_hash: str | None,
         return (f"config hash {record.get('config_hash')!r}, but {preset} has "
                 f"{expected_hash!r} now")
     if policy_hash is not None and record.get("policy_hash") != policy_hash:
-        return (f"run with other weights of {policy} (policy hash "
-                f"{record.get('policy_hash')!r}, {policy_hash!r} now)")
+        return (f"stale: run with another version of {policy} (its weights or source; key "
+                f"{record.get('policy_hash')!r} then, {policy_hash!r} now)")
     if "bound" in record:
         b, n = record.get("bound"), record.get("n_tasks")
         if not (isinstance(b, int) and isinstance(n, int) and 0 <= b <= n):
@@ -234,8 +235,8 @@ def clean(store: Path, hashes: dict[str, str | None],
             os.replace(f, f.with_name(f.name + ".corrupt"))
             moved.append(f"{f.name}: {problem}")
     if moved:
-        warnings.warn(f"{store}: {len(moved)} stored results were invalid, moved aside as "
-                      f"*.corrupt and will be recomputed:\n  " + "\n  ".join(moved),
+        warnings.warn(f"{store}: {len(moved)} stored results were invalid or stale, moved "
+                      f"aside as *.corrupt and will be recomputed:\n  " + "\n  ".join(moved),
                       stacklevel=3)
 
 

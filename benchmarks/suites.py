@@ -46,6 +46,7 @@ from benchmarks.fairness import FAIRNESS_PRESETS
 from benchmarks.flags import (
     Command,
     add_backend,
+    add_fresh,
     add_out,
     add_policies,
     add_presets,
@@ -57,7 +58,7 @@ from benchmarks.report import write_report
 from benchmarks.runner import BACKENDS, EpisodeSpec, run_episode_spec, run_episodes
 from core_env.presets import split_preset
 from core_env.utils.checks import check_int, fail
-from mara_agents.policy import BASELINES, FAIR_FRACTIONS, check_policy_spec
+from mara_agents.policy_spec import BASELINES, FAIR_FRACTIONS, PolicySpec
 
 
 class Suite(NamedTuple):
@@ -139,36 +140,39 @@ def run_spec(spec: EpisodeSpec) -> dict[str, Any]:
     return run_episode_spec(spec)
 
 
-def resolve_policies(suite: str, policies: Sequence[str] | None = None,
-                     reference: str | None = None) -> tuple[str, ...]:
-    """The policies a run of ``suite`` takes, checked against each other and ``reference``
-    (what no single flag can check); by default the suite's, each checked to resolve
-    (``policies`` given are checked by the caller: argparse, or :func:`check_suite_args`).
+def resolve_policies(suite: str, policies: Sequence[str | PolicySpec] | None = None,
+                     reference: str | PolicySpec | None = None) -> tuple[PolicySpec, ...]:
+    """The policies a run of ``suite`` takes, parsed (:class:`PolicySpec`) and checked
+    against each other and ``reference`` (what no single flag can check); by default the
+    suite's, each checked to resolve (``policies`` given are checked by the caller:
+    argparse, or :func:`check_suite_args`).
 
     Raises:
         ValueError: a default that does not resolve, the bound's name as a policy, a policy
             twice, or a ``reference`` that is not one of the policies.
     """
     if policies:
-        policies = tuple(policies)
+        names = [str(p) for p in policies]
     else:
-        policies = tuple(check_policy_spec(p) for p in suite_policies(suite))
-    if BOUND_POLICY in policies:
+        names = list(suite_policies(suite))
+    if BOUND_POLICY in names:
         raise ValueError(f"policies: {BOUND_POLICY!r} is the bound's record name, not a "
                          f"policy")
-    if len(set(policies)) != len(policies):
-        raise ValueError(f"policies: each at most once, got {list(policies)}")
-    if reference is not None and reference not in policies:
-        raise ValueError(f"reference: expected one of the policies {list(policies)}, "
-                         f"got {reference!r}")
-    return policies
+    if len(set(names)) != len(names):
+        raise ValueError(f"policies: each at most once, got {names}")
+    if reference is not None and str(reference) not in names:
+        raise ValueError(f"reference: expected one of the policies {names}, "
+                         f"got {str(reference)!r}")
+    if policies:
+        return tuple(PolicySpec.parse(p) for p in policies)
+    return tuple(PolicySpec.parse(p).check() for p in names)
 
 
 def check_suite_args(suite: str, policies: Sequence[str] | None = None,
                      presets: Sequence[str] | None = None, seeds: int | None = None,
                      seed_offset: int = 0, workers: int = 2, backend: str = "local",
                      reference: str | None = None
-                     ) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+                     ) -> tuple[tuple[PolicySpec, ...], tuple[str, ...], int]:
     """Validate a suite's arguments before anything runs; returns ``(policies, presets,
     seeds)`` with the suite's defaults filled in.
 
@@ -180,10 +184,9 @@ def check_suite_args(suite: str, policies: Sequence[str] | None = None,
     if suite not in SUITES:
         fail("suite", suite, f"one of {sorted(SUITES)}")
     spec = SUITES[suite]
-    for p in policies or ():
-        if p != BOUND_POLICY:  # named by resolve_policies
-            check_policy_spec(p)
-    policies = resolve_policies(suite, policies, reference)
+    parsed = [p if str(p) == BOUND_POLICY else PolicySpec.parse(p).check()  # named below
+              for p in policies or ()]
+    specs = resolve_policies(suite, parsed, reference)
     presets = tuple(presets) if presets else spec.presets
     unknown = [p for p in presets if split_preset(p)[0] not in core_env.PRESETS]
     if unknown:
@@ -199,12 +202,14 @@ def check_suite_args(suite: str, policies: Sequence[str] | None = None,
     check_int("workers", workers, 1)
     if backend not in BACKENDS:
         fail("backend", backend, f"one of {BACKENDS}")
-    return policies, presets, n
+    return specs, presets, n
 
 
-def check_policies_fit(policies: Sequence[str], presets: Sequence[str]) -> None:
-    """Build every policy once on every preset (a MARA checkpoint trained for another
-    cluster size, a factory that fails), so that a suite fails before anything runs.
+def check_policies_fit(policies: Sequence[str | PolicySpec], presets: Sequence[str]) -> None:
+    """Build every policy once per distinct layout of the presets (their observation and
+    state layouts; per preset for a policy that depends on it, :attr:`PolicySpec.per_preset`),
+    so that a suite fails before anything runs (a MARA checkpoint trained for another
+    cluster size, a factory that fails).
 
     Raises:
         ValueError: naming the policy, the preset and why.
@@ -212,19 +217,31 @@ def check_policies_fit(policies: Sequence[str], presets: Sequence[str]) -> None:
     import core_env
     from mara_agents.policy import make_policy
 
+    layouts: dict[str, Any] = {}
     for preset in presets:
-        for policy in policies:
+        env = core_env.parallel_env(preset=preset)
+        layouts[preset] = (env.layout, env.state_layout)
+    for policy in map(PolicySpec.parse, policies):
+        built: set[Any] = set()
+        for preset in presets:
+            key = (layouts[preset], preset if policy.per_preset else None)
+            if key in built:
+                continue
+            built.add(key)
             try:
-                make_policy(policy, core_env.parallel_env(preset=preset))
-            except ValueError as e:
-                raise ValueError(f"policy {policy!r} cannot run on {preset}: {e}") from e
+                make_policy(policy, core_env.parallel_env(preset=preset), preset=preset)
+            except Exception as e:  # a user's factory may raise anything
+                what = "" if isinstance(e, ValueError) else f"{type(e).__name__}: "
+                raise ValueError(f"policy {policy.text!r} cannot run on {preset}: {what}{e}"
+                                 ) from e
 
 
 def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
               presets: Sequence[str] | None = None, seeds: int | None = None,
               seed_offset: int = 0, workers: int = 2, backend: str = "local",
               ray_address: str | None = None, progress: bool = True,
-              bound: bool | None = None, reference: str | None = None) -> str:
+              bound: bool | None = None, reference: str | None = None,
+              fresh: bool = False) -> str:
     """Run (or resume) a suite into ``out``; returns the Markdown table.
 
     Args:
@@ -240,6 +257,7 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
             setting in :data:`SUITES`).
         reference: the policy every other is paired against in the table (default: the
             suite's, ``lara``; it must be one of ``policies``).
+        fresh: recompute every episode, also those stored in ``out``.
 
     Raises:
         ValueError: a bad argument, before anything runs or is written.
@@ -247,27 +265,26 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     policies, presets, n = check_suite_args(suite, policies, presets, seeds, seed_offset,
                                             workers, backend, reference)
     return _run_checked(suite, out, policies, presets, n, seed_offset, workers, backend,
-                        ray_address, progress, bound, reference)
+                        ray_address, progress, bound, reference, fresh)
 
 
-def _run_checked(suite: str, out: Path, policies: tuple[str, ...], presets: Sequence[str],
-                 n: int, seed_offset: int, workers: int, backend: str,
+def _run_checked(suite: str, out: Path, policies: tuple[PolicySpec, ...],
+                 presets: Sequence[str], n: int, seed_offset: int, workers: int, backend: str,
                  ray_address: str | None, progress: bool, bound: bool | None,
-                 reference: str | None) -> str:
-    """:func:`run_suite` on checked arguments (the policies built on every preset first)."""
+                 reference: str | None, fresh: bool = False) -> str:
+    """:func:`run_suite` on checked arguments (the policies built once per layout first)."""
     spec = SUITES[suite]
-    reference = spec.reference if reference is None else reference
+    reference = spec.reference if reference is None else str(reference)
     check_policies_fit(policies, presets)
     with_bound = spec.bound if bound is None else bound
-    runs = (*policies, BOUND_POLICY) if with_bound else policies
-    episodes = [EpisodeSpec(p, pol, seed_offset + s) for p in presets for pol in runs
-                for s in range(n)]
-    from mara_agents.policy import policy_fingerprint
-
+    runs: tuple[PolicySpec | None, ...] = (*policies, None) if with_bound else policies
+    episodes = [EpisodeSpec(p, BOUND_POLICY if pol is None else pol.text, seed_offset + s, pol)
+                for p in presets for pol in runs for s in range(n)]
     results = run_episodes(episodes, out, episode_fn=run_spec, backend=backend,
                            workers=workers, ray_address=ray_address, progress=progress,
-                           policy_hashes={p: policy_fingerprint(p) for p in policies})
-    meta = {"suite": suite, "policies": list(policies), "presets": list(presets),
+                           policy_hashes={p.text: p.fingerprint() for p in policies},
+                           fresh=fresh)
+    meta = {"suite": suite, "policies": [p.text for p in policies], "presets": list(presets),
             "seeds": list(range(seed_offset, seed_offset + n)), "backend": backend,
             "reference": reference}
     if with_bound:
@@ -297,7 +314,7 @@ def add_arguments(parser: argparse.ArgumentParser, suite: str) -> None:
     """The flags of a scheduling suite, its defaults those of :data:`SUITES`."""
     spec = SUITES[suite]
     add_policies(parser, None, help="built-in names or package.module:Factory specs of your "
-                                    "own (default: the suite's)")
+                                    "own (default: the suite's)", parsed=True)
     add_presets(parser, spec.presets)
     add_seeds(parser, spec.seeds)
     add_workers(parser)
@@ -305,15 +322,17 @@ def add_arguments(parser: argparse.ArgumentParser, suite: str) -> None:
     add_reference(parser, None, f"the policy the others are paired against (default: "
                                 f"{spec.reference})")
     add_out(parser, Path("results") / suite, "results folder; rerun to resume")
+    add_fresh(parser)
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``mara-bench <suite>``: the values are checked by argparse, the policies against
     each other here, once (:func:`resolve_policies`)."""
-    policies = resolve_policies(args.suite, args.policies, args.reference)
+    policies = resolve_policies(args.suite, args.policies, args.reference)  # parsed once
     print(_run_checked(args.suite, args.out, policies, tuple(args.presets), args.seeds,
                        args.seed_offset, args.workers, args.backend, args.ray_address,
-                       progress=True, bound=None, reference=args.reference))
+                       progress=True, bound=None, reference=args.reference,
+                       fresh=args.fresh))
     print(f"results in {args.out}/")
     return 0
 

@@ -22,8 +22,9 @@ sampled log-probability.
     >>> out.actions.shape, out.log_prob.shape, out.masks.shape
     ((4, 4), (4,), (4, 4, 9))
 
-The kernels are compiled by numba (``cache=True``) and work in float64 whatever the logits'
-float type.
+The kernels are compiled by numba (``cache=True``), work in float64 whatever the logits'
+float type and use :mod:`core_env.pmath`'s portable exp and log, so a seed decodes the same
+actions on every machine.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
+
+from core_env._pmath_numba import exp_scalar, log_scalar
 
 _JIT = {"cache": True, "error_model": "numpy"}
 
@@ -72,8 +75,8 @@ def _decode(logits, mask, capacity, u, mode, actions, log_prob, masks):  # pragm
             total = 0.0
             for a in range(k1):
                 if masks[b, i, a]:
-                    total += np.exp(float(logits[b, i, a]) - best)
-            lse = best + np.log(total)
+                    total += exp_scalar(float(logits[b, i, a]) - best)
+            lse = best + log_scalar(total)
             if mode == 1:
                 pick = best_a
             elif mode == 0:
@@ -82,7 +85,7 @@ def _decode(logits, mask, capacity, u, mode, actions, log_prob, masks):  # pragm
                 for a in range(k1):
                     if masks[b, i, a]:
                         pick = a  # the last legal action if rounding leaves u above the sum
-                        acc += np.exp(float(logits[b, i, a]) - lse)
+                        acc += exp_scalar(float(logits[b, i, a]) - lse)
                         if u[b, i] < acc:
                             break
             else:

@@ -1,5 +1,6 @@
-"""The ``Policy`` protocol shared by every scheduler (SPEC §5), an episode runner, and the one
-registry of policy names.
+"""The ``Policy`` protocol shared by every scheduler (SPEC §5), an episode runner, and
+:func:`make_policy`, which builds a policy from its name (parsed once into a
+:class:`~mara_agents.policy_spec.PolicySpec`; the registry of names lives there).
 
 A policy takes the PettingZoo observation dict (one entry per node) and returns the action
 dict, exactly what ``env.step`` takes::
@@ -26,47 +27,41 @@ suite takes such specs next to the built-in names (docs/benchmarks.md)::
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import os
-import sys
+import inspect
+import warnings
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mara_agents.marl import ALGORITHMS as MARL
-from mara_agents.marl import MODELS_DIR
+from mara_agents import baselines as _baselines
+from mara_agents.policy_spec import (
+    BASELINES,
+    DEFAULT_FAIR_FRACTION,
+    FAIR,
+    FAIR_FRACTIONS,
+    KINDS,
+    MARA,
+    MARA_FAIR,
+    MARL,
+    PEERS,
+    POLICY_NAMES,
+    PolicySpec,
+    check_fraction,
+    check_policy_spec,
+    fair_checkpoint,
+    fair_spec,
+    file_fingerprint,
+    marl_spec,
+    policy_fingerprint,
+    resolve_factory,
+)
 
-PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")
-"""The schedulers a user would pick instead of MARA (docs/baselines.md, "Peer schedulers")."""
-
-BASELINES = ("random", "round_robin", "fifo", "edf", "least_laxity", "shortest_predicted",
-             "las", "successive_halving", "optimus", "slaq", "lara", "laira", "oracle_greedy")
-"""The baseline schedulers of :mod:`mara_agents.baselines`, in the order of the tables."""
-
-FAIR = ("fair_lara",)
-"""The fairness-aware schedulers (SPEC §10; not in the default suites' tables, where no
-preset has tenants and they equal LARA: the ``fairness`` suite runs them)."""
-
-MARA = "mara"
-"""The shipped MARA (``mara_agents/weights/mara_default.pt``)."""
-
-MARA_FAIR = "mara_fair"
-"""MARA-fair (SPEC §10): MARA fine-tuned under the constraint that every tenant's completion
-rate stays at least a fraction f of the overall rate. ``mara_fair`` is f = 0.8
-(:data:`DEFAULT_FAIR_FRACTION`); ``mara_fair@<f>`` another shipped setting
-(:data:`FAIR_FRACTIONS`)."""
-
-FAIR_FRACTIONS = (0.6, 0.8, 0.9)
-"""The fractions f with a shipped MARA-fair checkpoint (``mara_fair_<f>.pt``)."""
-
-DEFAULT_FAIR_FRACTION = 0.8
-
-POLICY_NAMES = (*BASELINES, *FAIR, MARA, MARA_FAIR, *MARL)
-"""Every built-in policy name :func:`make_policy` accepts. The MARL names
-(:data:`mara_agents.marl.ALGORITHMS`) run the models ``mara-bench marl`` trained into
-``results/marl/models``; ``<name>@<folder>`` runs those of another models folder."""
+__all__ = ["BASELINES", "DEFAULT_FAIR_FRACTION", "FAIR", "FAIR_FRACTIONS", "KINDS", "MARA",
+           "MARA_FAIR", "MARL", "PEERS", "POLICY_NAMES", "Policy", "PolicySpec",
+           "check_fraction", "check_policy_spec", "fair_checkpoint", "fair_spec",
+           "file_fingerprint", "make_policy", "marl_model", "marl_spec", "policy_fingerprint",
+           "resolve_factory", "run_episode"]
 
 
 @runtime_checkable
@@ -114,142 +109,13 @@ def run_episode(env: Any, policy: Policy, seed: int | None = None,
     raise RuntimeError("the episode ended without info['episode'] (was it already over?)")
 
 
-def resolve_factory(spec: str) -> Any:
-    """The callable of a ``"package.module:Factory"`` spec (the current directory is on the
-    import path, as with ``python -m``).
-
-    Raises:
-        ValueError: the spec is malformed, the module does not import, or it has no
-            callable of that name (the message says which).
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"policy {spec!r}: expected a built-in name (one of "
-                         f"{', '.join(POLICY_NAMES)}) or 'package.module:Factory'")
-    if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` would
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"policy {spec!r}: cannot import {module_name!r} ({e}); is it on "
-                         f"the Python path?") from e
-    factory = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise ValueError(f"policy {spec!r}: {module_name} has no {attr!r}")
-    if not callable(factory):
-        raise ValueError(f"policy {spec!r}: {attr} is not callable")
-    return factory
-
-
-def policy_fingerprint(spec: str) -> str | None:
-    """What identifies the trained weights behind a policy spec, or None for code alone.
-
-    ``mara``: the first 16 hex digits of SHA-256 of the shipped checkpoint file. A
-    ``module:Factory`` spec: the factory's ``fingerprint`` attribute (a string, or a callable
-    returning one), if it has one. The benchmark store keeps this with every episode and
-    recomputes stored episodes whose policy has changed since.
-    """
-    if spec == MARA:
-        from mara_agents.mat.checkpoint import shipped
-
-        return file_fingerprint(shipped())
-    if spec in BASELINES or spec in FAIR:
-        return None
-    fair = fair_spec(spec)
-    if fair is not None:
-        return file_fingerprint(fair_checkpoint(fair))
-    marl = marl_spec(spec)
-    if marl is not None:
-        files = sorted(Path(marl[1]).glob(f"*/{marl[0]}-seed0.pt"))
-        return file_fingerprint(*files) if files else None
-    mark = getattr(resolve_factory(check_policy_spec(spec)), "fingerprint", None)
-    value = mark() if callable(mark) else mark
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"policy {spec!r}: fingerprint must be a string, got {value!r}")
-    return value
-
-
-def file_fingerprint(*paths: Any) -> str:
-    """The first 16 hex digits of SHA-256 over the bytes of ``paths`` (in order)."""
-    digest = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()[:16]
-
-
-def check_policy_spec(spec: Any) -> str:
-    """``spec`` if it names a built-in policy or an importable ``module:Factory``, else a
-    ``ValueError`` listing the valid names (nothing is built)."""
-    if not isinstance(spec, str):
-        raise ValueError(f"policy: expected a name or 'package.module:Factory', got {spec!r}")
-    if spec not in POLICY_NAMES and marl_spec(spec) is None and fair_spec(spec) is None:
-        resolve_factory(spec)
-    return spec
-
-
-def fair_spec(spec: str) -> float | None:
-    """The fraction f of a MARA-fair name (``"mara_fair"``: :data:`DEFAULT_FAIR_FRACTION`;
-    ``"mara_fair@0.9"``), else None.
-
-    Raises:
-        ValueError: ``mara_fair@<f>`` with an f that is not a number in (0, 1]."""
-    name, sep, text = spec.partition("@")
-    if name != MARA_FAIR:
-        return None
-    if not sep:
-        return DEFAULT_FAIR_FRACTION
-    try:
-        return check_fraction(float(text))
-    except ValueError:
-        raise ValueError(f"policy {spec!r}: fraction: expected a number in (0, 1] after "
-                         f"'@', got {text!r}") from None
-
-
-def check_fraction(fraction: Any) -> float:
-    """``fraction`` as a float if it is a number in (0, 1], else ``ValueError``."""
-    if (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-            or not 0 < fraction <= 1):
-        raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
-    return float(fraction)
-
-
-def fair_checkpoint(fraction: float) -> Path:
-    """The shipped MARA-fair checkpoint of a fraction.
-
-    Raises:
-        ValueError: no checkpoint is shipped for it (the message lists those that are and
-            how to train one)."""
-    from mara_agents.mat.checkpoint import shipped
-
-    fraction = check_fraction(fraction)
-    if fraction not in FAIR_FRACTIONS:
-        raise ValueError(f"fraction: no MARA-fair checkpoint is shipped for {fraction} "
-                         f"(shipped: {', '.join(map(str, FAIR_FRACTIONS))}); train one with "
-                         f"`mara-train --preset CoRE-Tenants-v0 --fair-fraction {fraction} "
-                         f"--init {shipped()} --lr 3e-4 --ent-coef 0.01 --env-steps 600000 "
-                         f"--members 1` and pass checkpoint=<its last.pt>")
-    return shipped(f"mara_fair_{fraction}.pt")
-
-
-def marl_spec(spec: str) -> tuple[str, Path] | None:
-    """``(algorithm, models folder)`` of a MARL policy name (``"mappo"``: the default folder
-    :data:`mara_agents.marl.MODELS_DIR`; ``"mappo@<folder>"``), else None."""
-    name, sep, folder = spec.partition("@")
-    if name not in MARL or (sep and not folder):
-        return None
-    return name, Path(folder) if sep else MODELS_DIR
-
-
-def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
-                ) -> tuple[Any, Policy]:
+def make_policy(name: str | PolicySpec, env: Any, *, forecaster: Any = None,
+                preset: str | None = None, **kwargs: Any) -> tuple[Any, Policy]:
     """A policy by name or spec, with the environment it must run in.
 
     Args:
-        name: one of :data:`POLICY_NAMES`, or ``"package.module:Factory"`` (see the module
-            docstring).
+        name: one of :data:`POLICY_NAMES`, ``"package.module:Factory"`` (see the module
+            docstring), or a :class:`PolicySpec`.
         env: a parallel environment (plain, or already wrapped in a
             ``LossForecastWrapper``).
         forecaster: for the forecast-reading baselines (``least_laxity``,
@@ -258,6 +124,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
             ``OracleForecaster.for_env(env)`` for ``oracle_greedy``. If ``env`` is already
             wrapped, its forecaster is used (pass none); ``oracle_greedy`` then requires an
             ``OracleForecaster``.
+        preset: the id of the preset ``env`` was made from; a MARL name needs it to choose
+            its model (:func:`marl_model`), the other policies ignore it.
         **kwargs: passed to the policy's constructor (e.g. ``explore_obs=4`` for ``lara``;
             for MARA ``checkpoint=`` a file or a list of files (an ensemble),
             ``deterministic=``, and ``fm_steps=`` the ODE steps of the FM forecaster it
@@ -268,25 +136,65 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
         ``(env_to_use, policy)``: ``env`` itself, or ``env`` wrapped for forecasts.
 
     Raises:
-        ValueError: unknown name, or a forecaster/wrapper that does not fit the policy.
+        ValueError: unknown name, a factory that does not take ``(env, **kwargs)``, or a
+            forecaster/wrapper that does not fit the policy.
     """
-    if name == MARA:
+    spec = PolicySpec.parse(name)
+    if spec.kind == "mara":
         return _make_mara(env, forecaster, **kwargs)
-    fair = fair_spec(name) if isinstance(name, str) else None
-    if fair is not None:
-        if "fraction" in kwargs:
-            fair = check_fraction(kwargs.pop("fraction"))
+    if spec.kind == "mara_fair":
+        fair = check_fraction(kwargs.pop("fraction")) if "fraction" in kwargs else spec.fraction
         if kwargs.get("checkpoint") is None:
             kwargs["checkpoint"] = str(fair_checkpoint(fair))
         return _make_mara(env, forecaster, **kwargs)
-    if name in BASELINES or name in FAIR:
-        return _make_baseline(name, env, forecaster, **kwargs)
-    marl = marl_spec(name)
-    if marl is not None:
-        return _make_marl(env, forecaster, *marl, **kwargs)
-    factory = resolve_factory(check_policy_spec(name))
+    if spec.kind == "baseline":
+        return _make_baseline(spec.name, env, forecaster, **kwargs)
+    if spec.kind == "marl":
+        if forecaster is not None:
+            raise ValueError(f"forecaster: {spec.name} reads no forecasts, got "
+                             f"{type(forecaster).__name__}")
+        from mara_agents.marl import make_marl_policy
+
+        return env, make_marl_policy(env, spec.name, marl_model(spec, preset), **kwargs)
+    return _make_factory(spec, env, forecaster, **kwargs)
+
+
+def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
+    """The model file a MARL spec runs on ``preset``: the one trained on it, else (with a
+    warning naming the file) the one trained on its base preset (for an id with overrides,
+    ``CoRE-Small-v0:load=2``), else the one trained on
+    :data:`mara_agents.marl.TRAINING_PRESET`.
+
+    Raises:
+        ValueError: no preset given, or no model (naming the files and the command)."""
+    from core_env.presets import split_preset
+    from mara_agents.marl import model_file, model_path
+
+    spec = PolicySpec.parse(spec)
+    if preset is None:
+        raise ValueError(f"preset: {spec.text} runs the model trained on a preset; pass "
+                         f"preset=<the env's preset id> to make_policy")
+    base = split_preset(preset)[0]
+    own = model_file(spec.models, base, spec.name)
+    path = own if own.is_file() else model_path(spec.models, base, spec.name)
+    if path != own or base != preset:
+        warnings.warn(f"{spec.text} on {preset}: no model trained on it, running {path}",
+                      stacklevel=3)
+    return path
+
+
+def _make_factory(spec: PolicySpec, env: Any, forecaster: Any, **kwargs: Any
+                  ) -> tuple[Any, Policy]:
+    factory = spec.factory()
     if forecaster is not None:
-        raise ValueError(f"forecaster: a user policy ({name}) builds its own environment")
+        raise ValueError(f"forecaster: a user policy ({spec.text}) builds its own environment")
+    try:
+        inspect.signature(factory).bind(env, **kwargs)
+    except TypeError as e:
+        raise ValueError(f"policy {spec.text!r}: the factory must take (env, **kwargs) "
+                         f"({e})") from None
+    except ValueError:  # no signature to check (a builtin); calling it will tell
+        pass
     hook = getattr(factory, "make_env", None)
     if callable(hook):
         env = hook(env)
@@ -294,8 +202,8 @@ def make_policy(name: str, env: Any, *, forecaster: Any = None, **kwargs: Any
     if isinstance(made, tuple) and len(made) == 2:
         env, made = made
     if not isinstance(made, Policy):
-        raise ValueError(f"policy {name!r}: {type(made).__name__} has no reset(seed) and "
-                         f"act(observations)")
+        raise ValueError(f"policy {spec.text!r}: {type(made).__name__} has no reset(seed) "
+                         f"and act(observations)")
     return env, made
 
 
@@ -306,9 +214,8 @@ def _make_baseline(name: str, env: Any, forecaster: Any, **kwargs: Any) -> tuple
         WLSForecaster,
         forecast_wrapper,
     )
-    from mara_agents import baselines
 
-    cls = baselines.BY_NAME[name]
+    cls = _baselines.BY_NAME[name]
     if cls.needs_forecast:
         wrapped = forecast_wrapper(env)
         if wrapped is not None:
@@ -347,17 +254,3 @@ def _make_mara(env: Any, forecaster: Any = None, fm_steps: int | None = None,
     else:
         env = mara_env(env, kwargs.get("checkpoint"), fm_steps)
     return env, MARAPolicy(env, **kwargs)
-
-
-def _make_marl(env: Any, forecaster: Any, algorithm: str, models: Path, **kwargs: Any
-               ) -> tuple[Any, Policy]:
-    """A trained MARL model: the one trained on ``env``'s preset, else on CoRE-v0
-    (:func:`mara_agents.marl.model_path`)."""
-    from core_env.presets import preset_of
-    from mara_agents.marl import make_marl_policy, model_path
-
-    if forecaster is not None:
-        raise ValueError(f"forecaster: {algorithm} reads no forecasts, got "
-                         f"{type(forecaster).__name__}")
-    path = model_path(models, preset_of(env.unwrapped.config), algorithm)
-    return env, make_marl_policy(env, algorithm, path, **kwargs)

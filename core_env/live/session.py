@@ -197,8 +197,9 @@ class LiveSessionEnv(LiveSchedulerEnv):
         most = self.config.workload.window[1]
         if slots > most:
             raise ValueError(f"deadline: expected at most the layout's window[1] = {most} "
-                             f"slots, got {slots} (a longer one needs a larger window, e.g. "
-                             f"LiveSessionEnv(window=(4, {slots})))")
+                             f"slots, got {slots} (a longer one needs a larger window: "
+                             f"LiveSessionEnv(window=(4, {slots})) in Python, --presets "
+                             f"\"Live-Small-v0:window=(4,{slots})\" on the command line)")
         name = sub.name or f"{sub.job.kind.rpartition(':')[2]}-{m}"
         try:
             if hasattr(self.runtime, "warm"):

@@ -22,6 +22,26 @@ VIEWS = ("auto", "rich", "plain", "none")
 SHOWN_FINISHED = 5
 """How many finished jobs the rich table keeps below the pending ones (the latest)."""
 
+NAME_WIDTH = 14
+"""The rich table's name column takes the console's width that the other columns leave, and
+at least this many characters; a longer name loses its middle (:func:`shorten`), so that
+names which differ only at the end (a seed, a learning rate) stay distinguishable."""
+
+
+def shorten(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` in at most ``width`` characters: its start and its end, joined by an
+    ellipsis where the middle was left out.
+
+    Raises:
+        ValueError: ``width`` < 3.
+    """
+    if width < 3:
+        raise ValueError(f"width: expected at least 3 characters, got {width}")
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2
+    return f"{name[:width - 1 - tail]}\u2026{name[len(name) - tail:]}"
+
 
 def summary(session: Any, rows: list[dict[str, Any]] | None = None) -> str:
     """One line: slot, nodes busy last slot, jobs by status (``rows``: the session's
@@ -76,28 +96,44 @@ class RichView:
         self.live.start()
 
     def table(self, session: Any) -> Any:
+        from rich.box import SIMPLE_HEAD
         from rich.table import Table
 
         base, t = session.base, int(session.base.sim.t[0])
         rows = base.jobs()
         pending = [r for r in rows if r["status"] in ("waiting", "queued", "running")]
         done = [r for r in rows if r not in pending][-SHOWN_FINISHED:]
-        table = Table(title=summary(session, rows), title_justify="left")
-        for col in ("id", "name", "status", "nodes", "loss", "target", "progress",
-                    "deadline in", "eta", "alpha"):
-            table.add_column(col, justify="left" if col in ("name", "status") else "right")
+        cells = []  # (plain text, styled) per column, the name left out
         style = {"completed": "green", "expired": "red", "failed": "red bold",
                  "running": "cyan"}
         for r in pending + done:
-            eta = r.get("eta")
-            late = r.get("on_track") is False
-            table.add_row(
-                str(r["id"]), r["name"], f"[{style.get(r['status'], '')}]{r['status']}",
-                str(r.get("nodes", "-")), _fmt(r["loss"]), _fmt(r["target"]),
-                "-" if r.get("psi") is None else f"{100 * r['psi']:.0f}%",
-                str(r["deadline"] - t) if r in pending else "-",
-                "-" if eta is None else (f"[red]{eta}" if late else str(eta)),
-                f"{r['alpha']:.2f}")
+            eta = "-" if r.get("eta") is None else str(r["eta"])
+            cells.append([
+                (str(r["id"]),) * 2, (r["status"], f"[{style.get(r['status'], '')}]{r['status']}"),
+                (str(r.get("nodes", "-")),) * 2, (_fmt(r["loss"]),) * 2,
+                (_fmt(r["target"]),) * 2,
+                ("-" if r.get("psi") is None else f"{100 * r['psi']:.0f}%",) * 2,
+                (str(r["deadline"] - t) if r in pending else "-",) * 2,
+                (eta, f"[red]{eta}" if r.get("on_track") is False else eta),
+                (f"{r['alpha']:.2f}",) * 2])
+        heads = ("id", "status", "nodes", "loss", "target", "done", "due in", "eta",
+                 "alpha")
+        # every other column as wide as its widest cell or header; the name gets what is left
+        # of the console (each column costs 2 more: the gap before it), at least NAME_WIDTH, and a
+        # longer name loses its middle (shorten)
+        widths = [max([len(h)] + [len(row[i][0]) for row in cells]) for i, h in enumerate(heads)]
+        room = self.console.width - sum(widths) - 2 * len(heads)
+        names = [shorten(r["name"], max(room, NAME_WIDTH)) for r in pending + done]
+        table = Table(title=summary(session, rows), title_justify="left", box=SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, collapse_padding=True)
+        for i, head in enumerate(heads):
+            if i == 1:
+                table.add_column("name", min_width=max(map(len, names), default=4),
+                                 no_wrap=True)
+            table.add_column(head, justify="left" if head == "status" else "right",
+                             min_width=widths[i], no_wrap=True)
+        for row, name in zip(cells, names, strict=True):
+            table.add_row(row[0][1], name, *(styled for _, styled in row[1:]))
         return table
 
     def update(self, session: Any) -> None:
@@ -135,4 +171,4 @@ def make_view(kind: str = "auto", file: TextIO | None = None) -> Any:
     return PlainView(file)
 
 
-__all__ = ["VIEWS", "PlainView", "RichView", "make_view", "summary"]
+__all__ = ["NAME_WIDTH", "VIEWS", "PlainView", "RichView", "make_view", "shorten", "summary"]

@@ -36,15 +36,21 @@ from mara_agents.baselines.oracle import OracleGreedyPolicy
 from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.slaq import SLAQPolicy
 
-BY_NAME = {cls.name: cls for cls in (
-    RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
-    ShortestPredictedPolicy, LASPolicy, SuccessiveHalvingPolicy, OptimusPolicy, SLAQPolicy,
-    LARAPolicy, LaiRAPolicy, OracleGreedyPolicy, FairLARAPolicy)}
-"""Policy name -> class (the names of :data:`mara_agents.policy.BASELINES` and
-:data:`mara_agents.policy.FAIR`)."""
+TABLE = (RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
+         ShortestPredictedPolicy, LASPolicy, SuccessiveHalvingPolicy, OptimusPolicy, SLAQPolicy,
+         LARAPolicy, LaiRAPolicy, OracleGreedyPolicy)
+"""The baselines of the benchmark tables, in their order (:data:`mara_agents.policy.BASELINES`
+are their names)."""
+
+FAIR_AWARE = (FairLARAPolicy,)
+"""The fairness-aware baselines (:data:`mara_agents.policy.FAIR`)."""
+
+BY_NAME = {cls.name: cls for cls in (*TABLE, *FAIR_AWARE)}
+"""Policy name -> class: the one registry of the baselines' names (a new baseline joins
+:data:`TABLE` or :data:`FAIR_AWARE` and nothing else)."""
 
 __all__ = [
-    "BY_NAME",
+    "BY_NAME", "FAIR_AWARE", "TABLE",
     "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "FairLARAPolicy", "LARAParams",
     "LARAPolicy",
     "LASPolicy", "LaiRAPolicy", "LeastLaxityPolicy", "ObservationDecoder", "OptimusPolicy",

@@ -148,7 +148,8 @@ def test_what_argparse_cannot_check_is_checked_once(monkeypatch, capsys, tmp_pat
     monkeypatch.setattr(suites, "_run_checked", lambda *a, **k: ran.append(a) or "table")
     assert cli.main(["default", "--policies", "lara", "edf", "--presets", "CoRE-Small-v0",
                      "--seeds", "2", "--seed-offset", "4", "--out", str(tmp_path)]) == 0
-    assert len(calls) == 1 and ran[0][2:5] == (("lara", "edf"), ("CoRE-Small-v0",), 2)
+    assert len(calls) == 1 and ran[0][3:5] == (("CoRE-Small-v0",), 2)
+    assert [p.text for p in ran[0][2]] == ["lara", "edf"]  # parsed once, by argparse
     assert ran[0][5] == 4
     with pytest.raises(SystemExit) as exit_:
         cli.main(["default", "--policies", "lara", "edf", "--reference", "fifo"])

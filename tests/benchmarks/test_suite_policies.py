@@ -165,21 +165,21 @@ class Fingerprinted(EarliestDeadline):
 
 
 def test_stored_episodes_follow_the_policy_fingerprint(tmp_path, monkeypatch):
-    from mara_agents.policy import file_fingerprint, policy_fingerprint, resolve_factory
+    from mara_agents.policy import PolicySpec, file_fingerprint, policy_fingerprint
 
     spec = f"{HERE}:Fingerprinted"
     run = {"policies": ["lara", spec], "presets": ["CoRE-Small-v0"], "seeds": 2, "workers": 1,
            "progress": False}
     suites.run_suite("default", tmp_path, **run)
     stored = tmp_path / "episodes" / f"CoRE-Small-v0__{HERE}+Fingerprinted__0.json"
-    assert '"policy_hash": "weights-v1"' in stored.read_text()
+    assert '+weights-v1"' in stored.read_text()  # after the digest of this file's source
     suites.run_suite("default", tmp_path, **run)  # same weights: reused, no warning
     assert not list((tmp_path / "episodes").glob("*.corrupt"))
     # the class the spec resolves to (pytest may import this file under another name)
-    monkeypatch.setattr(resolve_factory(spec), "fingerprint", "weights-v2")
-    with pytest.warns(UserWarning, match="run with other weights"):
+    monkeypatch.setattr(PolicySpec.parse(spec).factory(), "fingerprint", "weights-v2")
+    with pytest.warns(UserWarning, match="stale: run with another version"):
         suites.run_suite("default", tmp_path, **run)
-    assert '"policy_hash": "weights-v2"' in stored.read_text()
+    assert '+weights-v2"' in stored.read_text()
     assert len(list((tmp_path / "episodes").glob("*.corrupt"))) == 2  # both seeds redone
     lara = tmp_path / "episodes" / "CoRE-Small-v0__lara__0.json"
     assert "policy_hash" not in lara.read_text()  # code-only policies carry none

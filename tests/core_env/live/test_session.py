@@ -147,8 +147,9 @@ def test_bad_submissions_are_refused_and_the_session_goes_on(tmp_path):
     try:
         with pytest.raises(ValueError, match="max_nodes: expected at most the cluster's 4"):
             session.submit(sub(max_nodes=5))
-        with pytest.raises(ValueError, match=r"window\[1\] = 40 slots, got 41"):
+        with pytest.raises(ValueError, match=r"window\[1\] = 40 slots, got 41") as e:
             session.submit(sub(deadline=41))
+        assert '--presets "Live-Small-v0:window=(4,41)"' in str(e.value)  # the CLI's form
         with pytest.raises(ValueError, match="deadline_seconds: needs the wall clock"):
             session.submit(Submission(JobSpec(COUNTER), 0.1, deadline_seconds=3.0))
         with pytest.raises(ValueError, match=r"job 'ghost': refused, node 0: job "
@@ -257,8 +258,11 @@ def test_the_wall_clock_takes_deadlines_in_seconds_and_the_views_show_the_jobs()
     text = out.getvalue()  # the events, and the table as the view left it
     assert "[slot 1] secs arrived" in text
     assert "slot 2 (0.05 s slots) | nodes busy 4/4 | running 1" in text
-    row = [line for line in text.split("running 1")[1].splitlines() if "secs" in line]
-    cells = [c.strip() for c in row[0].split("│")[1:-1]]
+    table = text.split("running 1")[1].splitlines()
+    head = [line for line in table if "name" in line][0].split()
+    assert head == ["id", "name", "status", "nodes", "loss", "target", "done", "due", "in",
+                    "eta", "alpha"]
+    cells = [line for line in table if "secs" in line][0].split()
     assert cells[:4] == ["0", "secs", "running", "4"]  # id, name, status, nodes
     assert cells[5:] == ["1e-12", "0%", "2", "-", "0.50"]  # target .. deadline (4) - slot 2
     plain = io.StringIO()
@@ -314,3 +318,32 @@ def test_a_line_appended_while_the_session_runs_is_scheduled(tmp_path):
     assert rows["appended"]["submitted_slot"] == 2 and rows["appended"]["arrival"] == 3
     assert rows["first"]["status"] == rows["appended"]["status"] == "completed"
     assert rows["appended"]["finished_slot"] == 6  # 4 nodes from slot 3: loss 1/13 at 6
+
+
+def test_the_rich_view_keeps_long_names_apart_in_80_columns():
+    pytest.importorskip("rich")
+    from rich.console import Console
+
+    from core_env.live.status import shorten
+
+    assert shorten("abcdefghij", 10) == "abcdefghij"
+    assert shorten("abcdefghijk", 7) == "abc\u2026ijk"
+    with pytest.raises(ValueError, match="width: expected at least 3"):
+        shorten("abc", 2)
+    env = LiveSessionEnv(preset="Live-Small-v0", pilots=None)
+    out = io.StringIO()
+    names = [f"resnet50-imagenet-sweep-learning-rate-0.003-seed-{s}" for s in (1, 2)]
+    with LiveSession(env, _Greedy(), seed=0, view=RichView(Console(file=out, width=80))
+                     ) as session:
+        for name in names:
+            session.submit(Submission(JobSpec(COUNTER, {"rate": 0.01}), 1e-12, deadline=9,
+                                      max_nodes=2, name=name))
+        session.run(max_slots=2)
+    table = out.getvalue().split("running 2")[-1].splitlines()
+    assert max(map(len, table)) <= 80
+    head = [line for line in table if "name" in line][0].split()
+    assert head[-2:] == ["eta", "alpha"]  # no column dropped
+    shown = [line.split()[1] for line in table if line.split()[:1] in (["0"], ["1"])]
+    assert len(shown) == 2 and shown[0] != shown[1]  # the ends survive
+    assert all(s.endswith(n[-6:]) and s.startswith(n[:4]) for s, n in zip(shown, names,
+                                                                             strict=True))

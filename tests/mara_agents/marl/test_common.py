@@ -132,11 +132,12 @@ def test_policy_names_find_the_preset_model_or_the_training_preset_one(tmp_path)
         check_policy_spec("mappo@")
     spec = f"mappo@{models}"
     with pytest.raises(ValueError, match="no trained model .*mara-bench marl"):
-        make_policy(spec, core_env.parallel_env(preset="CoRE-Small-v0"))
+        make_policy(spec, core_env.parallel_env(preset="CoRE-Small-v0"), preset="CoRE-Small-v0")
     assert policy_fingerprint(spec) is None
     write_actor_model(model_file(models, "CoRE-Small-v0", "mappo"))
     fp = policy_fingerprint(spec)
-    env, policy = make_policy(spec, core_env.parallel_env(preset="CoRE-Small-v0"))
+    env, policy = make_policy(spec, core_env.parallel_env(preset="CoRE-Small-v0"),
+                              preset="CoRE-Small-v0")  # the preset travels with the call
     assert isinstance(policy, SharedActorPolicy)
     # a preset without its own model runs the CoRE-v0 one (here: none, so it is refused)
     with pytest.raises(ValueError, match="CoRE-Heavy-v0.*CoRE-v0"):
