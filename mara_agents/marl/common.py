@@ -163,12 +163,15 @@ class BatchedPPOSettings(PPOSettings):
         return self.steps_per_update // max(self.num_envs, 1)
 
 
-UPDATE_KEYS = ("entropy", "value_loss", "approx_kl", "explained_variance")
+UPDATE_KEYS = ("entropy", "value_loss", "approx_kl", "explained_variance",
+               "normalised_entropy")
 """What :meth:`CurveLog.update` records after every PPO update (means over its
 minibatches): ``entropy`` per node (nats: a node's masked action distribution), the
 critic's ``value_loss`` (SB3: mean squared error; TorchRL: its smooth L1 loss), the
 ``approx_kl`` between the policy before and after the update, and the critic's
-``explained_variance`` on the batch."""
+``explained_variance`` on the batch; ``normalised_entropy``, each node's entropy divided by
+the log of its legal actions (mean over the nodes with a choice; 1 is uniform), which
+compares across steps with 1 to K + 1 legal actions."""
 
 
 class CurveLog:
@@ -306,17 +309,20 @@ class SharedTableMLP(torch.nn.Module):
 
 class SharedActorPolicy:
     """A trained parameter-shared actor as a :class:`~mara_agents.policy.Policy`: each node's
-    logits from its own features (one network for all), masked, then sampled from a
-    generator seeded by :meth:`reset` (``deterministic=False``, the default: the nodes see
-    nearly the same observation, and a greedy shared policy sends them all to the same
-    task) or the arg-max.
+    logits from its own features (one network for all), decoded as the model was trained
+    (its config's ``decoding``). ``"sequential"``: node by node under sequential masks
+    (:func:`~mara_agents.marl.decoding.decode`), greedy by default (each node's most
+    probable action among those left). ``"simultaneous"`` (models without the entry): each
+    node from its own mask, sampled by default from a generator seeded by :meth:`reset`
+    (the nodes see nearly the same observation, and a greedy simultaneous policy sends them
+    all to the same task). ``deterministic`` overrides the default.
 
     The model file holds ``actor`` (``sizes``, ``activation``) and ``actor_state`` (the
     :func:`mlp`'s ``state_dict``).
     """
 
     def __init__(self, env: Any, path: str | Path, algorithm: str,
-                 deterministic: bool = False) -> None:
+                 deterministic: bool | None = None) -> None:
         blob = load_model(path, algorithm)
         check_layout(blob, env, path)
         spec = blob["config"].get("actor")
@@ -328,8 +334,13 @@ class SharedActorPolicy:
         except RuntimeError as e:
             raise ValueError(f"{path}: actor weights do not fit its sizes ({e})") from e
         self.net.eval()
-        self.deterministic = deterministic
+        from mara_agents.marl.decoding import check_decoding
+
+        self.decoding = check_decoding(blob["config"].get("decoding", "simultaneous"))
+        sequential = self.decoding == "sequential"
+        self.deterministic = sequential if deterministic is None else bool(deterministic)
         self.agents = list(env.unwrapped.possible_agents)
+        self.layout = (blob["layout"]["n_nodes"], blob["layout"]["n_actions"] - 1)
         self.gen = torch.Generator().manual_seed(0)
 
     def reset(self, seed: int | None = None) -> None:
@@ -341,7 +352,15 @@ class SharedActorPolicy:
         mask = torch.as_tensor(np.stack([observations[a]["action_mask"] for a in agents])
                                ).bool()
         with torch.no_grad():
-            logits = self.net(obs).masked_fill(~mask, float("-inf"))
+            raw = self.net(obs)
+            if self.decoding == "sequential":
+                from mara_agents.marl.decoding import decode, observation_capacity
+
+                cap = observation_capacity(obs[None].numpy(), *self.layout)
+                acts, _ = decode(raw[None], mask[None], cap, greedy=self.deterministic,
+                                 generator=self.gen)
+                return {a: int(x) for a, x in zip(agents, acts[0], strict=True)}
+            logits = raw.masked_fill(~mask, float("-inf"))
             if self.deterministic:
                 actions = logits.argmax(-1)
             else:

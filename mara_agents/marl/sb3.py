@@ -39,6 +39,7 @@ from mara_agents.marl.common import (
     load_model,
     save_model,
 )
+from mara_agents.marl.decoding import check_decoding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,18 @@ class MaskablePPOConfig(BatchedPPOSettings):
 
     node_distribution: bool = True
     """Train with :func:`policy_class` (one masked categorical over every node); False:
-    sb3-contrib's own ``"MultiInputPolicy"`` (one per node, the earlier models' path)."""
+    sb3-contrib's own ``"MultiInputPolicy"`` (one per node, the earlier models' path; only
+    with ``decoding="simultaneous"``)."""
+    decoding: str = "sequential"
+    """How the nodes' actions are drawn in training and when the model runs
+    (:data:`~mara_agents.marl.decoding.DECODINGS`; :func:`node_distribution`)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_decoding(self.decoding)
+        if self.decoding == "sequential" and not self.node_distribution:
+            raise ValueError("decoding: 'sequential' needs node_distribution=True (sb3-contrib's "
+                             "own policy draws every node at once)")
 
     def sb3_kwargs(self) -> dict[str, Any]:
         """These settings under SB3's names (``MaskablePPO(**kwargs)``; ``hidden`` is the
@@ -86,26 +98,41 @@ def _update_stats_callback() -> type:
     return UpdateStats
 
 
-def node_distribution(n_nodes: int, n_actions: int) -> Any:
+def node_distribution(n_nodes: int, n_actions: int, sequential: bool = False) -> Any:
     """An sb3-contrib ``MaskableMultiCategoricalDistribution`` for ``MultiDiscrete([K + 1] *
     N)`` as one ``MaskableCategorical`` with batch shape ``[batch, N]``: log-probabilities
     and entropies are its per-node values summed over the nodes, samples and modes are
-    ``[batch, N]``."""
+    ``[batch, N]``.
+
+    ``sequential``: samples and modes are decoded node by node under sequential masks
+    (:func:`core_env.sequential.sample`, with the caps the policy sets as ``capacity``
+    int[batch, K] before each use); the distribution is then masked with the realised
+    masks, so its log-probability is the sum of the nodes' conditional ones, and they are
+    written back into the mask array it was given (the rollout buffer stores them, so the
+    update scores the same conditional distributions)."""
     import torch as th
     from sb3_contrib.common.maskable.distributions import (
         MaskableCategorical,
         MaskableMultiCategoricalDistribution,
     )
 
+    from core_env import sequential as seq
+
     class NodeCategorical(MaskableMultiCategoricalDistribution):
+        capacity: np.ndarray | None = None
+        _given: Any = None
+
         def proba_distribution(self, action_logits: th.Tensor) -> "NodeCategorical":
-            self.dist = MaskableCategorical(logits=action_logits.view(-1, n_nodes, n_actions))
+            self.raw = action_logits.view(-1, n_nodes, n_actions)
+            self.dist = MaskableCategorical(logits=self.raw)
             self.distributions = [self.dist]  # what the parent's checks look at
             return self
 
         def apply_masking(self, masks: Any) -> None:
+            self._given = masks if isinstance(masks, np.ndarray) else None
             if masks is not None:
                 masks = th.as_tensor(masks).view(-1, n_nodes, n_actions)
+            self.mask = masks
             self.dist.apply_masking(masks)
 
         def log_prob(self, actions: th.Tensor) -> th.Tensor:
@@ -115,30 +142,78 @@ def node_distribution(n_nodes: int, n_actions: int) -> Any:
             return self.dist.entropy().sum(dim=1)
 
         def sample(self) -> th.Tensor:
+            if sequential:
+                return self._decode(greedy=False)
             return self.dist.sample()
 
         def mode(self) -> th.Tensor:
+            if sequential:
+                return self._decode(greedy=True)
             return th.argmax(self.dist.probs, dim=-1)
+
+        def _decode(self, greedy: bool, generator: th.Generator | None = None) -> th.Tensor:
+            if self.capacity is None or self.mask is None:
+                raise RuntimeError("sequential decoding needs the masks and the caps "
+                                   "(NodeMaskablePolicy sets them)")
+            u = None if greedy else th.rand(self.raw.shape[:2], generator=generator,
+                                           dtype=th.float64).numpy()
+            out = seq.sample(self.raw.detach().numpy(), self.mask.numpy(), self.capacity, u,
+                             greedy=greedy)
+            realised = th.from_numpy(out.masks.astype(bool))
+            self.dist.apply_masking(realised)
+            if self._given is not None:  # the rollout buffer's copy
+                self._given.reshape(realised.shape)[...] = out.masks.astype(bool)
+            return th.from_numpy(out.actions)
 
     return NodeCategorical([n_actions] * n_nodes)
 
 
 def policy_class() -> type:
     """sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` with :func:`node_distribution`
-    (for ``MultiDiscrete`` spaces whose every dimension has the same size)."""
+    (for ``MultiDiscrete`` spaces whose every dimension has the same size); ``decoding=``
+    (:data:`~mara_agents.marl.decoding.DECODINGS`) chooses how the nodes' actions are
+    drawn, the caps read from the observation's ``state``."""
     from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
+
+    from core_env.layout import state_layout
+    from core_env.sequential import state_capacity_of
+    from mara_agents.marl.decoding import check_decoding
 
     class NodeMaskablePolicy(MaskableMultiInputActorCriticPolicy):
         def __init__(self, observation_space: Any, action_space: Any, *args: Any,
-                     **kwargs: Any) -> None:
+                     decoding: str = "simultaneous", **kwargs: Any) -> None:
             super().__init__(observation_space, action_space, *args, **kwargs)
             dims = [int(x) for x in action_space.nvec]
             if len(set(dims)) != 1:
                 raise ValueError(f"action_space: expected MultiDiscrete([K + 1] * N), got "
                                  f"nvec {dims}")
-            self.action_dist = node_distribution(len(dims), dims[0])
+            self.decoding = check_decoding(decoding)
+            n, k = len(dims), dims[0] - 1
+            lay = state_layout(n, k)
+            self._cap = (k, lay.task_size, lay.task_column("cap"), n)
+            self.action_dist = node_distribution(n, dims[0], self.decoding == "sequential")
+
+        def _capacity(self, obs: Any) -> None:
+            state = obs["state"] if isinstance(obs, dict) else None
+            if state is not None and self.decoding == "sequential":
+                cap = state_capacity_of(th_numpy(state), *self._cap)
+                self.action_dist.capacity = np.asarray(cap, dtype=np.int64)
+
+        def forward(self, obs: Any, deterministic: bool = False,
+                    action_masks: np.ndarray | None = None) -> Any:
+            self._capacity(obs)
+            return super().forward(obs, deterministic, action_masks)
+
+        def get_distribution(self, obs: Any, action_masks: np.ndarray | None = None) -> Any:
+            self._capacity(obs)
+            return super().get_distribution(obs, action_masks)
 
     return NodeMaskablePolicy
+
+
+def th_numpy(x: Any) -> np.ndarray:
+    """A tensor's or array's values as a numpy array."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def _optimizer_kwargs(config: MaskablePPOConfig) -> dict[str, Any]:
@@ -146,9 +221,12 @@ def _optimizer_kwargs(config: MaskablePPOConfig) -> dict[str, Any]:
     return {"optimizer_kwargs": {"eps": 1e-5, "fused": True}} if config.fused_adam else {}
 
 
-def _policy_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+def _policy_kwargs(config: dict[str, Any], node_policy: bool = True) -> dict[str, Any]:
     hidden = config["hidden"] if "hidden" in config else config["net_arch"]  # older files
-    return {"net_arch": list(hidden), "activation_fn": ACTIVATIONS["tanh"]}
+    kwargs = {"net_arch": list(hidden), "activation_fn": ACTIVATIONS["tanh"]}
+    if node_policy:
+        kwargs["decoding"] = config.get("decoding", "simultaneous")  # older files: at once
+    return kwargs
 
 
 def train(preset: str, env_steps: int, seed: int, out: str | Path,
@@ -173,7 +251,8 @@ def train(preset: str, env_steps: int, seed: int, out: str | Path,
         env.reset(seed=seed)
     policy = policy_class() if config.node_distribution else "MultiInputPolicy"
     model = MaskablePPO(policy, env, seed=seed, device="cpu", verbose=0,
-                        policy_kwargs={**_policy_kwargs(dataclasses.asdict(config)),
+                        policy_kwargs={**_policy_kwargs(dataclasses.asdict(config),
+                                                        config.node_distribution),
                                        **_optimizer_kwargs(config)},
                         **config.sb3_kwargs())
     n_nodes = env_layout(core_env.parallel_env(preset=preset))["n_nodes"]
@@ -224,6 +303,8 @@ class MaskablePPOPolicy:
             dist = self.net.get_distribution(obs, action_masks=masks.astype(bool).ravel())
             if self.deterministic:
                 actions = dist.get_actions(deterministic=True)[0]
+            elif self.net.decoding == "sequential":
+                actions = dist._decode(greedy=False, generator=self.gen)[0]
             else:
                 actions = torch.stack([torch.multinomial(p, 1, generator=self.gen)[0]
                                        for p in dist.dist.probs[0]])

@@ -35,6 +35,7 @@ from mara_agents.marl.common import (
     mlp,
     save_model,
 )
+from mara_agents.marl.decoding import SequentialActor, check_decoding
 from mara_agents.marl.vector import GROUP, CoreTorchEnv
 
 
@@ -46,12 +47,28 @@ class TorchRLPPOConfig(BatchedPPOSettings):
     """PPO ratio clip (TorchRL's ``clip_epsilon``)."""
     max_grad_norm: float = 1.0
     """Gradient clipping."""
+    decoding: str = "sequential"
+    """How the nodes of a slot choose, in training and when the model runs
+    (:data:`~mara_agents.marl.decoding.DECODINGS`): ``"sequential"``, node by node under
+    sequential masks (:class:`~mara_agents.marl.decoding.SequentialActor`; no capacity
+    conflicts); ``"simultaneous"``, each node from its own mask (the earlier models)."""
+    value_norm: bool = True
+    """Normalise the value targets by their running mean and variance (:class:`ValueNorm`,
+    MAPPO's value normalisation); the critic learns the normalised targets with a squared
+    error. False: TorchRL's loss on the raw targets (smooth L1), the earlier models."""
+    separate_clip: bool = True
+    """Clip the actor's and the critic's gradients to ``max_grad_norm`` each (False: jointly,
+    which lets the critic's larger gradients shrink the actor's steps)."""
     shared_table: bool = True
     """Compute the node networks' first layer on the task table, which every node's
     observation repeats, once per env (:class:`~mara_agents.marl.common.SharedTableMLP`: the
     same networks and weights; False: plain :func:`~mara_agents.marl.common.mlp`, the
     earlier models' arithmetic)."""
     # TorchRL's names: frames_per_batch (steps_per_update), entropy_coeff, lmbda
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_decoding(self.decoding)
 
 
 STAT_KEYS = {"entropy": "entropy", "value_loss": "loss_critic", "approx_kl": "kl_approx",
@@ -71,6 +88,57 @@ class CentralValue(torch.nn.Module):
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         v = self.net(state).unsqueeze(-2)
         return v.expand(*v.shape[:-2], self.n_nodes, 1)
+
+
+class ValueNorm(torch.nn.Module):
+    """A critic whose network predicts normalised values: ``forward`` returns
+    ``net(x) * std + mean`` (what the advantage estimate reads), :meth:`loss` the squared
+    error of ``net(x)`` against normalised targets. :meth:`update` folds a batch of targets
+    into the running mean and variance (all targets seen so far, Chan et al.'s parallel
+    update)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.register_buffer("mean", torch.zeros(()))
+        self.register_buffer("var", torch.ones(()))
+        self.count = 0
+
+    @property
+    def std(self) -> torch.Tensor:
+        return self.var.clamp_min(1e-8).sqrt()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) * self.std + self.mean
+
+    def update(self, targets: torch.Tensor) -> None:
+        t = targets.detach().double().reshape(-1)
+        n, m, v = t.numel(), t.mean(), t.var(unbiased=False)
+        total = self.count + n
+        delta = m - self.mean.double()
+        mean = self.mean.double() + delta * n / total
+        var = (self.var.double() * self.count + v * n
+               + delta ** 2 * self.count * n / total) / total
+        self.mean.copy_(mean.float())
+        self.var.copy_(var.float())
+        self.count = total
+
+    def loss(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return 0.5 * ((self.net(x) - (targets - self.mean) / self.std) ** 2).mean()
+
+
+def normalised_entropy(logits: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean over the nodes with more than one legal action of their entropy divided by the
+    log of their legal actions (1: uniform over the legal actions; comparable across steps
+    with 1 to K + 1 of them)."""
+    from torchrl.modules import MaskedCategorical
+
+    legal = mask.sum(-1)
+    keep = legal > 1
+    if not bool(keep.any()):
+        return float("nan")
+    ent = MaskedCategorical(logits=logits, mask=mask).entropy()
+    return float((ent[keep] / legal[keep].double().log()).mean())
 
 
 def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Path,
@@ -112,20 +180,21 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         return SharedTableMLP(net_sizes, own) if config.shared_table else mlp(net_sizes)
 
     actor_net = node_net(sizes)
-    obs_key = (GROUP, "observation", "observation")
+    obs_key, mask_key = (GROUP, "observation", "observation"), (GROUP, "action_mask")
     actor = ProbabilisticActor(
         TensorDictModule(actor_net, in_keys=[obs_key], out_keys=[(GROUP, "logits")]),
-        in_keys={"logits": (GROUP, "logits"), "mask": (GROUP, "action_mask")},
+        in_keys={"logits": (GROUP, "logits"), "mask": mask_key},
         out_keys=[(GROUP, "action")], distribution_class=MaskedCategorical,
         return_log_prob=True)
     if algorithm == "mappo":
-        critic = TensorDictModule(CentralValue(mlp([s, *config.hidden, 1]), n),
-                                  in_keys=["state"], out_keys=[(GROUP, "state_value")])
+        value_net: torch.nn.Module = CentralValue(mlp([s, *config.hidden, 1]), n)
+        value_key: tuple[str, ...] | str = "state"
         loss_cls = MAPPOLoss
     else:
-        critic = TensorDictModule(node_net([d, *config.hidden, 1]), in_keys=[obs_key],
-                                  out_keys=[(GROUP, "state_value")])
-        loss_cls = IPPOLoss
+        value_net, value_key, loss_cls = node_net([d, *config.hidden, 1]), obs_key, IPPOLoss
+    norm = ValueNorm(value_net) if config.value_norm else None
+    critic = TensorDictModule(norm or value_net, in_keys=[value_key],
+                              out_keys=[(GROUP, "state_value")])
     loss = loss_cls(actor, critic, clip_epsilon=config.clip,
                     entropy_coeff=config.ent_coef)
     loss.set_keys(reward=(GROUP, "reward"), action=(GROUP, "action"),
@@ -134,29 +203,48 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
     loss.make_value_estimator(gamma=config.gamma, lmbda=config.gae_lambda)
     optim = torch.optim.Adam(loss.parameters(), config.lr,
                              **({"fused": True} if config.fused_adam else {}))
+    groups = ([list(actor_net.parameters()), list(value_net.parameters())]
+              if config.separate_clip else [list(loss.parameters())])
+    policy = actor
+    if config.decoding == "sequential":
+        policy = SequentialActor(actor_net, obs_key, mask_key, (GROUP, "action"),
+                                 loss.tensor_keys.sample_log_prob, n, k1 - 1)
     batches = -(-env_steps // config.steps_per_update)
-    collector = Collector(env, actor, frames_per_batch=config.steps_per_update,
+    collector = Collector(env, policy, frames_per_batch=config.steps_per_update,
                           total_frames=batches * config.steps_per_update,
                           auto_register_policy_transforms=False)
     buffer = ReplayBuffer(storage=LazyTensorStorage(config.steps_per_update),
                           sampler=SamplerWithoutReplacement(), batch_size=config.minibatch_size)
     for batch in collector:
         with torch.no_grad():
+            if norm is not None:  # the targets of this batch join the running statistics
+                loss.value_estimator(batch, params=loss.critic_network_params,
+                                     target_params=loss.target_critic_network_params)
+                norm.update(batch.get("value_target"))
             loss.value_estimator(batch, params=loss.critic_network_params,
                                  target_params=loss.target_critic_network_params)
         buffer.extend(batch.reshape(-1).exclude("next"))  # the loss reads no "next" entry
         stats: dict[str, list[float]] = {k: [] for k in STAT_KEYS}
         for _ in range(config.epochs):
             for _ in range(config.steps_per_update // config.minibatch_size):
-                parts = loss(buffer.sample())
-                total = parts["loss_objective"] + parts["loss_critic"] + parts["loss_entropy"]
+                mb = buffer.sample()
+                parts = loss(mb)
+                value_loss = (parts["loss_critic"] if norm is None
+                              else norm.loss(mb.get(value_key), mb.get("value_target")))
+                total = parts["loss_objective"] + value_loss + parts["loss_entropy"]
                 optim.zero_grad()
                 total.backward()
-                torch.nn.utils.clip_grad_norm_(loss.parameters(), config.max_grad_norm)
+                for params in groups:
+                    torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
                 optim.step()
                 for ours, theirs in STAT_KEYS.items():
-                    if theirs in parts.keys():
+                    if ours == "value_loss":
+                        stats[ours].append(float(value_loss.detach()))
+                    elif theirs in parts.keys():
                         stats[ours].append(float(parts[theirs].detach().mean()))
+        with torch.no_grad():
+            stats["normalised_entropy"] = [normalised_entropy(actor_net(mb.get(obs_key)),
+                                                              mb.get(mask_key))]
         log.update(**{k: float(np.mean(v)) for k, v in stats.items() if v})
         collector.update_policy_weights_()
     collector.shutdown()

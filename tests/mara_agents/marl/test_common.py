@@ -171,7 +171,8 @@ def test_model_file_stores_the_episode_curve_as_tensors_and_loads_lists(tmp_path
     log = CurveLog()
     for i in range(1000):
         log.step({"episode": {"completion_rate": i / 1000}})
-    log.update(entropy=0.5, value_loss=1.0, approx_kl=0.01, explained_variance=0.3)
+    log.update(entropy=0.5, value_loss=1.0, approx_kl=0.01, explained_variance=0.3,
+               normalised_entropy=0.9)
     env = core_env.parallel_env(preset="CoRE-Small-v0")
     path = save_model(tmp_path / "m.pt", "mappo", "CoRE-Small-v0", 0, 1000,
                       time.perf_counter(), "torch", {}, env_layout(env), log, {})

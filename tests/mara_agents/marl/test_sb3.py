@@ -26,10 +26,12 @@ PRESET = "CoRE-Small-v0"
 
 
 def test_policy_plays_what_sb3_predicts(tmp_path):
-    cfg = marl_sb3.MaskablePPOConfig(steps_per_update=256, minibatch_size=64, epochs=1)
+    cfg = marl_sb3.MaskablePPOConfig(steps_per_update=256, minibatch_size=64, epochs=1,
+                                     decoding="simultaneous")  # as sb3-contrib predicts
     central = gymnasium.make(f"core_env:core_env/{PRESET}")
     model = MaskablePPO("MultiInputPolicy", central, seed=0, device="cpu",
-                        policy_kwargs=marl_sb3._policy_kwargs(vars(cfg)), **cfg.sb3_kwargs())
+                        policy_kwargs=marl_sb3._policy_kwargs(vars(cfg), node_policy=False),
+                        **cfg.sb3_kwargs())
     model.learn(256)
     path = save_model(tmp_path / "m.pt", "maskable_ppo", PRESET, 0, 256, time.perf_counter(),
                       "sb3-contrib", {**vars(cfg), "hidden": list(cfg.hidden)},
