@@ -1,19 +1,23 @@
 """``mara-bench marl``: the standard MARL algorithms trained on the benchmark for a ladder of
 env-step budgets, then run paired with random, EDF, LARA and MARA on the same seeds.
 
-1. **Train** every (budget, preset, algorithm) that has no model yet, at most ``workers`` at
-   a time, each in its own process on one thread (``python -m mara_agents.marl train ...``;
-   ``rllib_ppo`` with RLlib's own environment's Python, ``.venv-rllib/bin/python``). The
-   largest budget's models go to ``<out>/models`` (what the plain policy names run), each
-   smaller budget's to ``<out>/models-<budget>``. A model already there is kept if it was
-   trained with the same budget and seed, and refused otherwise.
-2. **Evaluate** random, EDF, LARA, MARA (on the presets it runs on) and every trained model
-   on seeds ``seed_offset .. seed_offset + seeds - 1`` (default 0-49) of each preset (the
-   episode store of the other suites: resumable, paired).
-3. **Report** into ``<out>``: ``table.md`` (the suites' table against LARA, then
-   :func:`learning_table`: per budget and model, completion and the paired differences to
-   random, EDF, LARA and MARA, training env steps per second and wall time),
-   ``training.md`` (env steps, wall time, library, command per model),
+1. **Train** every (budget, preset, algorithm, training seed; :data:`TRAIN_SEEDS` seeds)
+   that has no model yet, at most ``workers`` at a time, each in its own process on one
+   thread (``python -m mara_agents.marl train ...``; ``rllib_ppo`` with RLlib's own
+   environment's Python, ``.venv-rllib/bin/python``). The largest budget's models go to
+   ``<out>/models`` (what the plain policy names run: seed 0's), each smaller budget's to
+   ``<out>/models-<budget>``. A model already there is kept if it was trained with the same
+   budget and seed, and refused otherwise.
+2. **Evaluate** the references (:data:`REFERENCES`, MARA on the presets it runs on) and
+   every trained model on seeds ``seed_offset .. seed_offset + seeds - 1`` (default 0-49) of
+   each preset, with the clairvoyant bound of each seed (the episode store of the other
+   suites: resumable, paired).
+3. **Report** into ``<out>``: ``table.md`` (the suites' table against LARA; the reference
+   scores over the training seeds, :mod:`benchmarks.scores`: IQM of the completion rate,
+   of the normalised score and of the bound share with stratified-bootstrap intervals; then
+   :func:`learning_table`: per budget, seed 0's model's completion and paired differences
+   to the references, training env steps per second and wall time), ``training.md`` (env
+   steps, wall time, library, update statistics and command per model),
    ``curve_<algorithm>.png`` (the training episodes' completion rate against env steps,
    one line per preset and budget), and the other suites' ``results.json`` / ``results.csv``.
 
@@ -51,14 +55,18 @@ DEFAULT_ALGORITHMS = ("maskable_ppo", "mappo", "ippo")
 simulator (:mod:`mara_agents.marl.vector`). ``rllib_ppo`` steps one env at a time through
 RLlib's own multi-agent runner (docs/integrations.md says why) and is added by name."""
 
-REFERENCES = ("random", "edf", "lara", "mara")
-"""The policies every trained model is compared with, paired (MARA where it runs)."""
+REFERENCES = ("random", "random_sequential", "edf", "lara", "mara")
+"""The policies every trained model is compared with, paired (MARA where it runs): the naive
+``random`` (each node on its own mask, as a simultaneous learner starts) and the
+capacity-aware ``random_sequential``."""
 
 SEEDS = 50
 """Evaluation seeds: 50 (0..49 with the default offset 0, the schedule suite's)."""
 
-TRAIN_SEED = 0
-"""The training seed of every model (the policies run ``<algorithm>-seed0.pt``)."""
+TRAIN_SEEDS = 3
+"""Training seeds per (budget, preset, algorithm): models ``<algorithm>-seed<s>.pt``, s = 0,
+1, 2; the plain policy names run seed 0's, the reference scores pool them all
+(:mod:`benchmarks.scores`)."""
 
 RLLIB_PYTHON = Path(".venv-rllib/bin/python")
 """RLlib's own environment (``make .venv-rllib/.installed``)."""
@@ -144,9 +152,12 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
         env_steps: Sequence[int] = ENV_STEPS,
         seeds: int = SEEDS,
         workers: int = 2, rllib_python: Path = RLLIB_PYTHON,
-        progress: bool = True, seed_offset: int = 0, train: bool = True) -> str:
+        progress: bool = True, seed_offset: int = 0, train: bool = True,
+        train_seeds: int = TRAIN_SEEDS, bound: bool = True) -> str:
     """Train what is missing, evaluate on seeds ``seed_offset .. seed_offset + seeds - 1``,
-    and write the report; returns ``table.md``'s text. ``train=False``: train nothing and
+    and write the report; returns ``table.md``'s text. Every (budget, preset, algorithm)
+    trains ``train_seeds`` models; ``bound``: the clairvoyant bound of every evaluation seed
+    joins the report (the reference scores' bound share). ``train=False``: train nothing and
     evaluate the models already there, leaving out (and naming) the combinations that have
     none, e.g. a rung too long for some algorithm.
 
@@ -162,7 +173,7 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
         fail("env_steps", list(env_steps), "one or more distinct budgets")
     for budget in env_steps:
         check_int("env_steps", budget, 1)
-    for name, value, low in (("seeds", seeds, 1),
+    for name, value, low in (("seeds", seeds, 1), ("train_seeds", train_seeds, 1),
                              ("seed_offset", seed_offset, 0), ("workers", workers, 1)):
         check_int(name, value, low)
     bad = [a for a in algorithms if a not in ALGORITHMS]
@@ -172,60 +183,77 @@ def run(out: Path = Path("results/marl"), presets: Sequence[str] = PRESETS,
     if bad or not presets:
         fail("presets", list(presets), f"some of {sorted(core_env.PRESETS)}")
     return _run(out, presets, algorithms, env_steps, seeds, seed_offset, workers,
-                rllib_python, progress, train)
+                rllib_python, progress, train, train_seeds, bound)
 
 
 def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
          env_steps: Sequence[int], seeds: int, seed_offset: int, workers: int,
-         rllib_python: Path, progress: bool, train: bool = True) -> str:
+         rllib_python: Path, progress: bool, train: bool = True,
+         train_seeds: int = TRAIN_SEEDS, bound: bool = True) -> str:
     """:func:`run` on checked arguments (a stored model or RLlib's Python checked here)."""
-    seed = TRAIN_SEED
+    from benchmarks.scores import score_rows, score_table
+    from benchmarks.suites import BOUND_POLICY, run_spec
+
     budgets = sorted(env_steps)
-    jobs = [(b, a, p, model_file(models_dir(out, b, budgets), p, a, seed))
-            for b in budgets for p in presets for a in algorithms]
+    jobs = [(b, a, p, s, model_file(models_dir(out, b, budgets), p, a, s))
+            for b in budgets for s in range(train_seeds) for p in presets for a in algorithms]
     if not train:
-        missing = [(b, a, p) for b, a, p, path in jobs if not path.is_file()]
-        jobs = [j for j in jobs if j[3].is_file()]
+        missing = [(b, a, p, s) for b, a, p, s, path in jobs if not path.is_file()]
+        jobs = [j for j in jobs if j[4].is_file()]
         if not jobs:
             raise ValueError(f"no trained models in {out} for these presets, algorithms and "
                              f"budgets: run without --no-train to train them")
         if missing and progress:
             print("no model, left out (--no-train): " + ", ".join(
-                f"{a} on {p} at {b:,}" for b, a, p in missing), flush=True)
-    blobs: dict[tuple[int, str, str], dict] = {}
-    for budget, algo, preset, path in jobs:
+                f"{a} on {p} at {b:,}" + (f" (seed {s})" if s else "")
+                for b, a, p, s in missing), flush=True)
+    blobs: dict[tuple[int, str, str, int], dict] = {}
+    for budget, algo, preset, seed, path in jobs:
         if path.is_file():
-            blobs[(budget, algo, preset)] = check_model(path, algo, preset, budget, seed)
+            blobs[(budget, algo, preset, seed)] = check_model(path, algo, preset, budget, seed)
         elif algo == "rllib_ppo" and not Path(rllib_python).is_file():
             raise ValueError(f"rllib_ppo needs RLlib's own environment ({rllib_python} is "
                              f"missing): run `make .venv-rllib/.installed`, or leave "
                              f"rllib_ppo out of --algorithms")
     for budget in budgets if train else ():
-        train_missing([(a, p, path) for b, a, p, path in jobs if b == budget], budget, seed,
-                      workers, Path(rllib_python), progress)
-    blobs = {(b, a, p): blobs.get((b, a, p)) or check_model(path, a, p, b, seed)
-             for b, a, p, path in jobs}  # the models trained now are checked here
-    names = {(b, a): policy_name(a, models_dir(out, b, budgets))
-             for b, a, _, _ in jobs}
+        for seed in range(train_seeds):
+            train_missing([(a, p, path) for b, a, p, s, path in jobs
+                           if b == budget and s == seed], budget, seed, workers,
+                          Path(rllib_python), progress)
+    blobs = {(b, a, p, s): blobs.get((b, a, p, s)) or check_model(path, a, p, b, s)
+             for b, a, p, s, path in jobs}  # the models trained now are checked here
+    names = {(b, a): policy_name(a, models_dir(out, b, budgets)) for b, a, *_ in jobs}
+    # seed 0 runs under the plain names (the largest budget's under the algorithm's own),
+    # the other seeds as model files
+    runs = {(b, a, p, s): names[(b, a)] if s == 0 else f"{a}@{path}"
+            for b, a, p, s, path in jobs}
     from mara_agents.policy import policy_fingerprint
 
     evaluated = range(seed_offset, seed_offset + seeds)
-    trained = {p: [names[(b, a)] for b, a, pp, _ in jobs if pp == p] for p in presets}
+    trained = {p: [runs[k] for k in runs if k[2] == p] for p in presets}
     specs = [EpisodeSpec(p, pol, s) for p in presets
              for pol in [*(r for r in REFERENCES if _fits(r, [p])), *trained[p]]
              for s in evaluated]
     policies = list(dict.fromkeys(spec.policy for spec in specs))
-    results = run_episodes(specs, out, workers=workers, progress=progress,
+    if bound:
+        specs += [EpisodeSpec(p, BOUND_POLICY, s) for p in presets for s in evaluated]
+    results = run_episodes(specs, out, episode_fn=run_spec, workers=workers,
+                           progress=progress,
                            policy_hashes={p: policy_fingerprint(p) for p in policies})
     meta = {"suite": "marl", "policies": policies, "presets": list(presets),
-            "seeds": list(evaluated), "env_steps": budgets, "train_seed": seed,
-            "reference": "lara"}
+            "seeds": list(evaluated), "env_steps": budgets,
+            "train_seeds": list(range(train_seeds)), "reference": "lara"}
     table = write_report(results, out, meta)
-    table += "\n" + learning_table(results, names, blobs)
+    groups: dict[tuple[str, int, str], list[str]] = {}
+    for (b, a, p, _), name in runs.items():
+        groups.setdefault((p, b, a), []).append(name)
+    table += "\n" + score_table(score_rows(results, dict(sorted(groups.items()))))
+    seed0 = {(b, a, p): blob for (b, a, p, s), blob in blobs.items() if s == 0}
+    table += "\n" + learning_table(results, names, seed0)
     write_atomic(out / "table.md", table)
     write_atomic(out / "training.md", training_table(blobs, out, budgets))
-    plot_curves(blobs, out)
-    plot_updates(blobs, out)
+    plot_curves(seed0, out)
+    plot_updates(seed0, out)
     return table
 
 
@@ -273,13 +301,13 @@ def _pts(r: dict[str, Any]) -> str:
             f"{100 * r['diff_ci_high']:+.1f})")
 
 
-def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
+def training_table(blobs: dict[tuple[int, str, str, int], dict], out: Path,
                    budgets: Sequence[int]) -> str:
     """Markdown: one row per model (budget, wall time, library, last training episodes, and
     from the PPO updates' statistics where the model file has them: the per-node entropy at
     the first and last update, and the critic's explained variance at the last)."""
     rows = []
-    for (budget, algo, preset), b in blobs.items():
+    for (budget, algo, preset, _), b in blobs.items():
         rates = b["curve"]["completion_rate"][-20:]
         last = f"{100 * sum(rates) / len(rates):.1f}%" if rates else "-"
         up = b["curve"].get("updates") or {}
@@ -289,10 +317,10 @@ def training_table(blobs: dict[tuple[int, str, str], dict], out: Path,
         command = train_command("python", algo, preset, b["env_steps"], b["seed"],
                                 model_file(models_dir(out, budget, budgets), preset, algo,
                                            b["seed"]))
-        rows.append([algo, preset, f"{b['curve']['steps']:,}", f"{b['wall_seconds'] / 60:.1f}",
+        rows.append([algo, preset, b["seed"], f"{b['curve']['steps']:,}", f"{b['wall_seconds'] / 60:.1f}",
                      f"{b['library']['name']} {b['library']['version']}", last, entropy,
                      explained, f"`{' '.join(command)}`"])
-    return markdown_table(["algorithm", "preset", "env steps taken", "wall min", "library",
+    return markdown_table(["algorithm", "preset", "training seed", "env steps taken", "wall min", "library",
                            "last 20 training episodes", "entropy per node, first → last update",
                            "explained variance, last update", "command"], rows)
 
@@ -311,6 +339,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the budget ladder: every algorithm trains once per budget "
                              "(env steps)")
     add_seeds(parser, seeds=SEEDS)
+    parser.add_argument("--train-seeds", type=integer(1), default=TRAIN_SEEDS, metavar="N",
+                        help="training seeds per budget, preset and algorithm (the reference "
+                             "scores pool them)")
+    parser.add_argument("--no-bound", dest="bound", action="store_false",
+                        help="leave out the clairvoyant bound (and the bound share)")
     add_workers(parser, help="training runs and episodes at a time")
     parser.add_argument("--rllib-python", type=Path, default=RLLIB_PYTHON,
                         help="the Python of RLlib's own environment (make "
@@ -332,7 +365,7 @@ def run_command(args: argparse.Namespace) -> int:
         fail("env_steps", args.env_steps, "each budget at most once")
     print(_run(args.out, args.presets, args.algorithms, args.env_steps, args.seeds,
                args.seed_offset, args.workers, args.rllib_python, progress=True,
-               train=args.train))
+               train=args.train, train_seeds=args.train_seeds, bound=args.bound))
     print(f"results in {args.out}/ (training.md, curve_<algorithm>.png)")
     return 0
 

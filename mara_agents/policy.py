@@ -160,7 +160,8 @@ def make_policy(name: str | PolicySpec, env: Any, *, forecaster: Any = None,
 
 
 def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
-    """The model file a MARL spec runs on ``preset``: the one trained on it, else (with a
+    """The model file a MARL spec runs on ``preset``: the spec's file if it names one, else
+    the one trained on ``preset``, else (with a
     warning naming the file) the one trained on its base preset (for an id with overrides,
     ``CoRE-Small-v0:load=2``), else the one trained on
     :data:`mara_agents.marl.TRAINING_PRESET`.
@@ -171,6 +172,8 @@ def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
     from mara_agents.marl import model_file, model_path
 
     spec = PolicySpec.parse(spec)
+    if spec.models.is_file():  # one model file: its layout is checked when it loads
+        return spec.models
     if preset is None:
         raise ValueError(f"preset: {spec.text} runs the model trained on a preset; pass "
                          f"preset=<the env's preset id> to make_policy")

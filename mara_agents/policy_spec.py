@@ -70,7 +70,8 @@ class PolicySpec:
     benchmarks' checks and the store's fingerprint dispatch on.
 
     Forms: a built-in name (``"lara"``), ``name@argument`` (``"mara_fair@0.9"``: a
-    fraction of :data:`FAIR_FRACTIONS`; ``"mappo@<folder>"``: that models folder), or
+    fraction of :data:`FAIR_FRACTIONS`; ``"mappo@<folder>"``: that models folder;
+    ``"mappo@<file>.pt"``: that model file), or
     ``"package.module:Factory"``.
     """
 
@@ -138,7 +139,8 @@ class PolicySpec:
 
     @property
     def models(self) -> Path:
-        """A MARL spec's models folder (:data:`mara_agents.marl.MODELS_DIR` without ``@``)."""
+        """A MARL spec's models folder (:data:`mara_agents.marl.MODELS_DIR` without ``@``),
+        or one model file (``mappo@<file>.pt``: that model, whatever the preset)."""
         if self.kind != "marl":
             raise ValueError(f"policy {self.text!r}: only MARL names have a models folder")
         return MODELS_DIR if self.argument is None else Path(self.argument)
@@ -207,6 +209,8 @@ class PolicySpec:
         if self.kind == "mara_fair":
             return file_fingerprint(fair_checkpoint(self.fraction))
         if self.kind == "marl":
+            if self.models.is_file():
+                return file_fingerprint(self.models)
             files = sorted(self.models.glob(f"*/{self.name}-seed0.pt"))
             return file_fingerprint(*files) if files else None
         if self.kind == "baseline":

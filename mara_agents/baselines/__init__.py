@@ -3,7 +3,8 @@ halving, Optimus, SLAQ, LaiRA), LARA, the tenant-fair LARA (SPEC §10) and the
 oracle-informed greedy reference.
 
 Every baseline implements :class:`mara_agents.policy.Policy` and decides all nodes centrally,
-so it never emits a masked action or a capacity conflict. Build one with
+so it never emits a masked action or a capacity conflict (but the naive ``random``, which
+samples every node on its own, as a loop over the masks does). Build one with
 :func:`mara_agents.policy.make_policy`, which also wraps the environment for the policies that
 read forecast columns. See ``docs/baselines.md``.
 """
@@ -25,6 +26,7 @@ from mara_agents.baselines.heuristics import (
                                           FIFOPolicy,
                                           LeastLaxityPolicy,
                                           RandomPolicy,
+                                          RandomSequentialPolicy,
                                           RoundRobinPolicy,
                                           ShortestPredictedPolicy,
 )
@@ -36,7 +38,7 @@ from mara_agents.baselines.oracle import OracleGreedyPolicy
 from mara_agents.baselines.placement import sticky_counts
 from mara_agents.baselines.slaq import SLAQPolicy
 
-TABLE = (RandomPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
+TABLE = (RandomPolicy, RandomSequentialPolicy, RoundRobinPolicy, FIFOPolicy, EDFPolicy, LeastLaxityPolicy,
          ShortestPredictedPolicy, LASPolicy, SuccessiveHalvingPolicy, OptimusPolicy, SLAQPolicy,
          LARAPolicy, LaiRAPolicy, OracleGreedyPolicy)
 """The baselines of the benchmark tables, in their order (:data:`mara_agents.policy.BASELINES`
@@ -54,7 +56,7 @@ __all__ = [
     "CentralPolicy", "ClusterView", "EDFPolicy", "FIFOPolicy", "FairLARAPolicy", "LARAParams",
     "LARAPolicy",
     "LASPolicy", "LaiRAPolicy", "LeastLaxityPolicy", "ObservationDecoder", "OptimusPolicy",
-    "OracleGreedyPolicy", "RandomPolicy", "RoundRobinPolicy", "SLAQPolicy",
+    "OracleGreedyPolicy", "RandomPolicy", "RandomSequentialPolicy", "RoundRobinPolicy", "SLAQPolicy",
     "ShortestPredictedPolicy", "SlotTracker", "SuccessiveHalvingPolicy", "assign_nodes",
     "fill_by_priority", "largest_remainder", "moore_hodgson", "sticky_counts",
 ]

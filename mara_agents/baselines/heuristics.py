@@ -1,9 +1,9 @@
-"""Heuristic schedulers (SPEC §5): random, round-robin, FIFO, EDF, least laxity, shortest
-predicted remaining work.
+"""Heuristic schedulers (SPEC §5): random (naive, and capacity-aware), round-robin, FIFO, EDF,
+least laxity, shortest predicted remaining work.
 
 All of them decide centrally from every node's observation (see
-:class:`~mara_agents.baselines.common.CentralPolicy`), so they respect the parallelism caps
-exactly and never pick an empty slot. The priority rules (FIFO, EDF, least laxity, shortest
+:class:`~mara_agents.baselines.common.CentralPolicy`), so all but the naive ``random``
+respect the parallelism caps exactly and never pick an empty slot. The priority rules (FIFO, EDF, least laxity, shortest
 predicted) serve tasks in their order, each up to its cap, until the nodes run out
 (:func:`~mara_agents.baselines.common.fill_by_priority`); node counts are then mapped to
 nodes keeping nodes on the task they trained last slot
@@ -35,17 +35,35 @@ MIN_FORECAST_OBS = 2
 
 
 class RandomPolicy(CentralPolicy):
-    """Uniform over each node's sequential mask, nodes decoded in index order.
+    """Each node uniform over its own action mask, independently of the others: what a loop
+    that samples every node's ``action_mask`` does (the README's), and the zero of the
+    normalised scores. Nodes may pile onto a task beyond its cap; the env idles the extra
+    ones (``capacity_conflicts``). :class:`RandomSequentialPolicy` is the capacity-aware
+    one."""
+
+    name = "random"
+    places_counts = False
+
+    def decide(self, view: ClusterView) -> np.ndarray:
+        assert self.rng is not None, "call reset() first"  # act() does
+        return np.array([self.rng.choice(np.flatnonzero(view.masks[i]))
+                         for i in range(view.n_nodes)], dtype=np.int64)
+
+
+class RandomSequentialPolicy(CentralPolicy):
+    """Uniform over each node's sequential mask, nodes decoded in index order (called
+    ``random`` before the naive :class:`RandomPolicy` took that name).
 
     Node i draws uniformly among idle and the visible tasks whose cap the nodes before it
     have not used up (:func:`core_env.sequential_mask`), so there is never a capacity
     conflict.
     """
 
-    name = "random"
+    name = "random_sequential"
     places_counts = False
 
     def decide(self, view: ClusterView) -> np.ndarray:
+        assert self.rng is not None, "call reset() first"  # act() does
         n = view.n_nodes
         actions = np.zeros(n, dtype=np.int64)
         used = np.zeros(np.asarray(view.cap).shape, dtype=np.int64)  # picks so far per slot

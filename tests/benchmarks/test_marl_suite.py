@@ -24,7 +24,8 @@ PRESET = "CoRE-Small-v0"
 @pytest.mark.slow
 def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
     args = ["marl", "--presets", PRESET, "--algorithms", "maskable_ppo", "ippo",
-            "--env-steps", "600", "300", "--seeds", "2", "--out", str(tmp_path)]
+            "--env-steps", "600", "300", "--seeds", "2", "--train-seeds", "2",
+            "--out", str(tmp_path)]
     assert main(args) == 0
     out = capsys.readouterr().out
     # the largest budget's models where the plain names look, the smaller one's beside them
@@ -36,20 +37,26 @@ def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
             assert f"| {PRESET} | {algo}@{models} | 2 |" in out
             assert f"| {PRESET} | {budget} | {algo} |" in out  # the learning table
             assert model_file(models, PRESET, algo).is_file()
-    for ref in ("random", "edf", "lara"):
+    for ref in ("random", "random_sequential", "edf", "lara"):
         assert f"| {ref} | 2 |" in out
+    for algo in ("maskable_ppo", "ippo"):  # the reference scores pool both training seeds
+        for budget in ("600", "300"):
+            assert f"| {PRESET} | {budget} | {algo} | 2 | 2 |" in out
+            assert model_file(folders[int(budget)], PRESET, algo, 1).is_file()
+    assert "normalised (random = 0, lara = 1)" in out
     assert "| mara | 2 |" not in out  # the shipped MARA cannot run on 4 nodes
     training = (tmp_path / "training.md").read_text()
     assert "python -m mara_agents.marl train ippo --preset CoRE-Small-v0 --env-steps 300" \
         in training
     # every run made one PPO update: its entropy per node, first and last, is one value
     rows = [r for r in training.splitlines() if r.startswith("| ippo |")]
-    assert len(rows) == 2 and all(" → " in r for r in rows)
-    first, last = rows[0].split(" | ")[6].split(" → ")
+    assert len(rows) == 4 and all(" → " in r for r in rows)
+    first, last = rows[0].split(" | ")[7].split(" → ")
     assert first == last and 0 < float(first) <= 2.2  # <= ln 9, CoRE-Small-v0's K + 1
     payload = json.loads((tmp_path / "results.json").read_text())
-    assert payload["env_steps"] == [300, 600] and len(payload["episodes"]) == 14
-    assert all(e["illegal_actions"] == 0 for e in payload["episodes"])
+    # 2 seeds of 4 references (no MARA) and of 2 x 2 x 2 models, and 2 bounds
+    assert payload["env_steps"] == [300, 600] and len(payload["episodes"]) == 24
+    assert all(e["illegal_actions"] == 0 for e in payload["episodes"] if "bound" not in e)
 
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")}
 
@@ -101,7 +108,7 @@ def test_no_train_evaluates_only_the_models_there(tmp_path, monkeypatch, capsys)
     write_actor_model(model_file(tmp_path / "models-300", PRESET, "ippo"), algorithm="ippo",
                       env_steps=300)
     table = marl.run(tmp_path, [PRESET], ["ippo"], env_steps=[300, 600], seeds=1,
-                     train=False)
+                     train=False, train_seeds=1, bound=False)
     assert "no model, left out (--no-train): ippo on CoRE-Small-v0 at 600" in \
         capsys.readouterr().out
     assert f"| {PRESET} | 300 | ippo |" in table and f"| {PRESET} | 600 | ippo |" not in table

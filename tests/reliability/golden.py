@@ -6,7 +6,7 @@ seeds, :func:`compute` records
 
 * the sha256 of each episode's workload (every array: arrivals, deadlines, caps, alpha,
   families, targets, the true and the observed log-loss tables, node speeds);
-* for each of the policies random, EDF, LARA and oracle greedy, the episode's statistics
+* for each of the policies random_sequential, EDF, LARA and oracle greedy, the episode's statistics
   (``info["episode"]``, floats exact) and the sha256 of its trajectory (node 0's observation
   and every node's action at every step, and every reward), and the same for the peer
   schedulers (LAS, successive halving, Optimus, SLAQ, LaiRA) on CoRE-v0 and CoRE-Small-v0;
@@ -80,7 +80,7 @@ clusters of 64, 256 and 1,024 nodes with arrivals in their first 40, 10 and 5 sl
 the 1,024-node episode cut at 40 slots, when about 80% of its completions have happened, to
 keep them short)."""
 
-POLICIES = ("random", "edf", "lara", "oracle_greedy")
+POLICIES = ("random_sequential", "edf", "lara", "oracle_greedy")
 """The policies whose episodes are fingerprinted (numpy-only: no torch, no BLAS)."""
 
 PEERS = ("las", "successive_halving", "optimus", "slaq", "laira")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mara_agents.baselines import (
@@ -10,6 +11,7 @@ from mara_agents.baselines import (
     LeastLaxityPolicy,
     OracleGreedyPolicy,
     RandomPolicy,
+    RandomSequentialPolicy,
     RoundRobinPolicy,
     ShortestPredictedPolicy,
 )
@@ -129,11 +131,27 @@ def test_round_robin_spreads_evenly_and_rotates_the_extra_node():
     assert seen == [[1, 1, 0, 0], [0, 0, 1, 1]]
 
 
-def test_random_respects_caps_and_its_seed():
+def test_naive_random_draws_each_node_from_its_own_mask():
     env = small_env(n_nodes=4, k=4)
     tasks = {0: {"left": 30, "cap": 1}, 2: {"left": 30, "cap": 2}}
     obs = make_observations(env, 0, tasks)
     pol = RandomPolicy(env)
+    pol.reset(3)
+    draws = np.array([[pol.act(obs)[a] for a in pol.agents] for _ in range(3000)])
+    assert set(np.unique(draws)) == {0, 1, 3}  # idle, slot 0, slot 2: never an empty slot
+    for i in range(4):  # each node uniform over its 3 legal actions, whatever the others do
+        share = np.bincount(draws[:, i], minlength=4)[[0, 1, 3]] / len(draws)
+        assert np.all(np.abs(share - 1 / 3) < 0.04), (i, share)
+    assert (np.sum(draws == 1, axis=1) > 1).mean() > 0.2  # cap 1 exceeded: it is naive
+    pol.reset(3)
+    assert np.array_equal([[pol.act(obs)[a] for a in pol.agents] for _ in range(3000)], draws)
+
+
+def test_sequential_random_respects_caps_and_its_seed():
+    env = small_env(n_nodes=4, k=4)
+    tasks = {0: {"left": 30, "cap": 1}, 2: {"left": 30, "cap": 2}}
+    obs = make_observations(env, 0, tasks)
+    pol = RandomSequentialPolicy(env)
     pol.reset(7)
     draws = [pol.act(obs) for _ in range(200)]
     for acts in draws:
