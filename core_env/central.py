@@ -5,10 +5,17 @@ agent chooses every node's action at once. Action ``MultiDiscrete([K + 1] * N)``
 observation ``Dict(state=Box(S), action_mask=Box((N, K + 1), int8))`` where ``state`` is the
 PettingZoo env's global state; ``action_masks()`` returns the flat boolean mask that
 sb3-contrib's MaskablePPO expects. The reward is the team reward.
+
+At the end of an episode ``info["episode"]`` holds the PettingZoo env's statistics plus
+Stable-Baselines3's ``r`` (return), ``l`` (length) and ``t`` (seconds since reset), so a plain
+``DummyVecEnv`` logs it; ``info["completion_rate"]`` is there too, so a ``Monitor`` (which
+writes its own ``info["episode"]``) keeps it with ``Monitor(env,
+info_keywords=("completion_rate",))``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import gymnasium
@@ -37,10 +44,12 @@ class CentralCoreEnv(gymnasium.Env):
             "action_mask": spaces.Box(0, 1, shape=(n, k + 1), dtype=np.int8),
         })
         self._mask = np.ones((n, k + 1), dtype=np.int8)
+        self._started = time.perf_counter()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.par.reset(seed=seed, options=options)
+        self._started = time.perf_counter()
         return self._obs(), {}
 
     def step(self, action):
@@ -59,6 +68,10 @@ class CentralCoreEnv(gymnasium.Env):
         rew, term, trunc, info = self.par._step_joint(a.astype(np.int64))
         if term or trunc:
             self.par.agents = []
+            ep = info["episode"]
+            ep.update(r=ep["return"], l=ep["length"],
+                      t=round(time.perf_counter() - self._started, 6))
+            info["completion_rate"] = ep["completion_rate"]
         return self._obs(), rew, term, trunc, info
 
     def action_masks(self) -> np.ndarray:

@@ -138,3 +138,29 @@ def test_shared_maskable_ppo_supersuit_beats_random():
     trained = shared.evaluate(model, EVAL_SEEDS)
     diff, t = _paired(trained, rand)
     assert diff > 0.03 and t > 2.0, (trained.mean(), rand.mean(), diff, t)
+
+
+@pytest.mark.parametrize("monitor", [False, True])
+def test_a_plain_dummy_vec_env_trains_and_logs(monitor, tmp_path):
+    """``DummyVecEnv([lambda: gymnasium.make(...)])`` with MaskablePPO, with or without
+    ``Monitor``: training logs ``rollout/ep_rew_mean`` (SB3 reads the env's ``r``, ``l``,
+    ``t``) and ``completion_rate`` reaches the episode buffer."""
+    import gymnasium
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.monitor import Monitor
+
+    def make():
+        env = gymnasium.make("core_env:core_env/CoRE-Small-v0")
+        return Monitor(env, info_keywords=("completion_rate",)) if monitor else env
+
+    model = MaskablePPO("MultiInputPolicy", DummyVecEnv([make]), n_steps=256, batch_size=64,
+                        n_epochs=1, seed=0, device="cpu")
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(1024)  # several episodes of 40-79 steps
+    assert model.ep_info_buffer, "no episode reached SB3's buffer"
+    for ep in model.ep_info_buffer:
+        assert {"r", "l", "t", "completion_rate"} <= set(ep)
+        assert 0.0 <= ep["completion_rate"] <= 1.0 and ep["l"] >= 40
+    log = (tmp_path / "progress.csv").read_text()
+    assert "rollout/ep_rew_mean" in log.splitlines()[0]
