@@ -27,15 +27,16 @@ from core_env.workload import Workload, generate_workload
 __version__ = "0.1.0"
 
 parallel_env = scheduler_v0.parallel_env
-env = scheduler_v0.env
 raw_env = scheduler_v0.raw_env
+# core_env.env is the module core_env/env.py (calling it still builds the AEC env, with a
+# DeprecationWarning); the AEC env is scheduler_v0.env(...)
 
 register_presets()
 del register_presets
 
 __all__ = [
     # build an environment
-    "parallel_env", "env", "raw_env", "scheduler_v0", "make_batched", "make_config", "PRESETS",
+    "parallel_env", "raw_env", "scheduler_v0", "make_batched", "make_config", "PRESETS",
     # what they are
     "CoreSchedulerEnv", "CentralCoreEnv", "BatchedCoreEnv",
     "CoreConfig", "ClusterConfig", "WorkloadConfig", "RewardConfig", "EpisodeConfig",

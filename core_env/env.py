@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import numbers
+import sys
+import types
+import warnings
 from typing import Any
 
 import numpy as np
@@ -262,3 +265,20 @@ class CoreSchedulerEnv(ParallelEnv):
             missing = [a for a in self.agents if a not in actions]
             raise KeyError(f"missing actions for agents {missing}")
         return np.array(values, dtype=np.int64)
+
+
+class _CallableModule(types.ModuleType):
+    """``core_env.env`` is this module; calling it, as ``core_env.env(...)`` built the AEC
+    env when the package rebound the name, still works for one release, with a warning."""
+
+    def __call__(self, **kwargs: Any) -> Any:
+        warnings.warn("core_env.env(...) is deprecated (core_env.env is the module "
+                      "core_env/env.py again): use core_env.scheduler_v0.env(...) or "
+                      "pettingzoo.make('aec', 'core_env/<preset>')", DeprecationWarning,
+                      stacklevel=2)
+        from core_env import scheduler_v0
+
+        return scheduler_v0.env(**kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

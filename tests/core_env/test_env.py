@@ -421,4 +421,14 @@ def test_metadata_and_module_convention():
     assert isinstance(scheduler_v0.parallel_env(preset=SMALL), core_env.CoreSchedulerEnv)
     aec = scheduler_v0.env(preset=SMALL, n_nodes=2)
     assert aec.possible_agents == ["node_0", "node_1"]
-    assert core_env.env is scheduler_v0.env and core_env.raw_env is scheduler_v0.raw_env
+    assert core_env.raw_env is scheduler_v0.raw_env
+
+
+def test_core_env_env_is_the_module_again():
+    import importlib
+
+    module = importlib.import_module("core_env.env")
+    assert core_env.env is module and core_env.env.CoreSchedulerEnv is core_env.CoreSchedulerEnv
+    with pytest.warns(DeprecationWarning, match="use core_env.scheduler_v0.env"):
+        aec = core_env.env(preset=SMALL, n_nodes=2)  # the old call still builds the AEC env
+    assert aec.possible_agents == ["node_0", "node_1"]
