@@ -99,13 +99,14 @@ def evaluate(preds: dict[str, Any], truth: np.ndarray, groups: np.ndarray
 
 def predict_time_ms(f: Any, cases: Any, n_tasks: int = 64, repeats: int = 15) -> float:
     """Median wall time of one predict_batch call on ``n_tasks`` cases (one thread)."""
+    threads: int | None
     try:
         import torch
-
+    except ImportError:  # pragma: no cover - torch is a dependency
+        threads = None
+    else:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
     idx = np.arange(n_tasks)
     batch = type(cases.batch)(*(a[idx] for a in cases.batch))
     budgets = np.full(n_tasks, 1e9)
@@ -114,7 +115,7 @@ def predict_time_ms(f: Any, cases: Any, n_tasks: int = 64, repeats: int = 15) ->
         t0 = time.perf_counter()
         forecast(f, batch, cases.log_targets[idx], budgets)
         times.append(time.perf_counter() - t0)
-    if torch is not None:
+    if threads is not None:
         torch.set_num_threads(threads)
     return 1e3 * statistics.median(times[2:])
 

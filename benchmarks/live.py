@@ -85,16 +85,18 @@ def run_pair(preset: str, policy: str, seed: int, runtime: Any, records: Path,
     from core_env.live import LiveSchedulerEnv, replay
     from mara_agents.policy import make_policy, run_episode
 
-    clock = {"clock": "work"} if slot_seconds is None else {"clock": "wall",
-                                                            "slot_seconds": slot_seconds}
-    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime, time_limit=120.0,
-                                **({} if pilots is None else {"pilots": pilots}), **clock)
+    options: dict[str, Any] = ({"clock": "work"} if slot_seconds is None
+                               else {"clock": "wall", "slot_seconds": slot_seconds})
+    if pilots is not None:
+        options["pilots"] = pilots
+    live_env = LiveSchedulerEnv(preset=preset, runtime=runtime, time_limit=120.0, **options)
     env, pol = make_policy(policy, live_env)
     timed = _Timed(pol)
     t0 = time.perf_counter()
     stats = run_episode(env, timed, seed)
     wall = time.perf_counter() - t0
     record = live_env.record
+    assert record is not None  # run_episode reset the env, which started it
     record.save(records / f"{safe_name(preset)}_{policy.replace(':', '_')}_{seed}.npz")
     cfg, wl = replay(record, "reference", slot=REPLAY)
     sim_env, sim_pol = make_policy(policy, CoreSchedulerEnv(cfg))

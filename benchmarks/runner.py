@@ -148,7 +148,7 @@ def _threads_restored() -> Iterator[None]:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = saved_env
-        if saved_threads is not None:
+        if torch is not None and saved_threads is not None:
             torch.set_num_threads(saved_threads)
 
 
@@ -226,18 +226,18 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
     episodes.mkdir(parents=True, exist_ok=True)
     store.update_manifest(out, [s.preset for s in specs])
     hashes = {p: store.config_hash(p) for p in {s.preset for s in specs}}
-    policy_hashes = {k: v for k, v in (policy_hashes or {}).items() if v is not None}
-    store.clean(episodes, hashes, policy_hashes)
+    known: dict[str, str] = {k: v for k, v in (policy_hashes or {}).items() if v is not None}
+    store.clean(episodes, hashes, known)
     todo = [s for s in specs if fresh or not (episodes / f"{s.key}.json").exists()]
     if progress and len(todo) < len(specs):
-        print(reuse_message(specs, todo, policy_hashes, hashes), file=sys.stderr, flush=True)
+        print(reuse_message(specs, todo, known, hashes), file=sys.stderr, flush=True)
 
     def save(spec: EpisodeSpec, result: dict[str, Any]) -> None:
         record = {**result, "config_hash": hashes[spec.preset]}
-        if spec.policy in policy_hashes:
-            record["policy_hash"] = policy_hashes[spec.policy]
+        if spec.policy in known:
+            record["policy_hash"] = known[spec.policy]
         problem = store.check_record(record, spec.key, hashes[spec.preset],
-                                     policy_hashes.get(spec.policy))
+                                     known.get(spec.policy))
         if problem is not None:
             raise RuntimeError(f"episode {spec.key}: the episode function returned an "
                                f"invalid result ({problem})")
@@ -250,7 +250,7 @@ def run_episodes(specs: Sequence[EpisodeSpec], out: Path,
                 _run_ray(todo, episode_fn, save, ray_address)
         elif todo:
             _dispatch(episode_fn, todo, workers, lambda i, result: save(todo[i], result))
-    return [_read(episodes / f"{spec.key}.json", spec, hashes, policy_hashes) for spec in specs]
+    return [_read(episodes / f"{spec.key}.json", spec, hashes, known) for spec in specs]
 
 
 def reuse_message(specs: Sequence[EpisodeSpec], todo: Sequence[EpisodeSpec],

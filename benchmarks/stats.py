@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from scipy import stats
 
 RATE = (0.0, 1.0)
@@ -29,7 +30,7 @@ def t_quantile(p: float, df: int) -> float:
     return float(stats.t.ppf(p, df))
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95,
+def mean_ci(values: Sequence[float] | np.ndarray, level: float = 0.95,
             bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
     """Mean and the lower/upper bounds of its ``level`` Student-t confidence interval,
     clipped to ``bounds`` if given.

@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,7 @@ def check_record(record: Any, key: str, expected_hash: str | None,
 
 
 def clean(store: Path, hashes: dict[str, str | None],
-          policy_hashes: dict[str, str | None] | None = None) -> None:
+          policy_hashes: Mapping[str, str | None] | None = None) -> None:
     """Remove temporary files left by killed writers (their pid is gone) and move aside, as
     ``*.corrupt``, every episode file that does not parse or does not pass
     :func:`check_record` (so it is recomputed), with a warning naming each.
@@ -222,13 +222,15 @@ def clean(store: Path, hashes: dict[str, str | None],
             tmp.unlink(missing_ok=True)
     moved = []
     for f in sorted(store.glob("*.json")):
+        problem: str | None
         try:
             record = json.loads(f.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             problem = f"unreadable ({type(e).__name__})"
         else:
-            preset = record.get("preset") if isinstance(record, dict) else None
-            policy = record.get("policy") if isinstance(record, dict) else None
+            # whatever the file holds (names, if it is valid)
+            preset: Any = record.get("preset") if isinstance(record, dict) else None
+            policy: Any = record.get("policy") if isinstance(record, dict) else None
             problem = check_record(record, f.stem, hashes.get(preset, config_hash(preset)),
                                    (policy_hashes or {}).get(policy))
         if problem is not None:

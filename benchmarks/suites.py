@@ -107,8 +107,9 @@ BOUND_OPTIONS: dict[str, Any] = {"scaling": "concave", "time_limit": 10.0}
 
 def suite_policies(suite: str) -> tuple[str, ...]:
     """The policies a suite runs by default (see :data:`SUITES`)."""
-    if SUITES[suite].policies is not None:
-        return SUITES[suite].policies
+    policies = SUITES[suite].policies
+    if policies is not None:
+        return policies
     from mara_agents.mat.checkpoint import shipped  # torch: only when a suite asks
 
     names = list(BASELINES)
@@ -262,9 +263,9 @@ def run_suite(suite: str, out: Path, policies: Sequence[str] | None = None,
     Raises:
         ValueError: a bad argument, before anything runs or is written.
     """
-    policies, presets, n = check_suite_args(suite, policies, presets, seeds, seed_offset,
-                                            workers, backend, reference)
-    return _run_checked(suite, out, policies, presets, n, seed_offset, workers, backend,
+    specs, presets, n = check_suite_args(suite, policies, presets, seeds, seed_offset,
+                                         workers, backend, reference)
+    return _run_checked(suite, out, specs, presets, n, seed_offset, workers, backend,
                         ray_address, progress, bound, reference, fresh)
 
 
@@ -284,9 +285,10 @@ def _run_checked(suite: str, out: Path, policies: tuple[PolicySpec, ...],
                            workers=workers, ray_address=ray_address, progress=progress,
                            policy_hashes={p.text: p.fingerprint() for p in policies},
                            fresh=fresh)
-    meta = {"suite": suite, "policies": [p.text for p in policies], "presets": list(presets),
-            "seeds": list(range(seed_offset, seed_offset + n)), "backend": backend,
-            "reference": reference}
+    meta: dict[str, Any] = {"suite": suite, "policies": [p.text for p in policies],
+                            "presets": list(presets),
+                            "seeds": list(range(seed_offset, seed_offset + n)),
+                            "backend": backend, "reference": reference}
     if with_bound:
         meta["bound_options"] = dict(BOUND_OPTIONS)
     table = write_report(results, out, meta)

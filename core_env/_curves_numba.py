@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from core_env._jit_options import JitOptions
 from core_env._pmath_numba import (
     exp_scalar,
     log1p_scalar,
@@ -25,7 +26,7 @@ from core_env._pmath_numba import (
     softplus_scalar,
 )
 
-_JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+_JIT: JitOptions = {"cache": True, "error_model": "numpy", "boundscheck": False}
 
 # --- the tabulation ---------------------------------------------------------------------
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from core_env._jit_options import JitOptions
 from core_env._pmath_numba import exp_scalar, log1p_scalar, log_scalar, pow_scalar
 
-_JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+_JIT: JitOptions = {"cache": True, "error_model": "numpy", "boundscheck": False}
 
 # task status codes and the slope lag (core_env.state; repeated as compile-time constants)
 QUEUED, ACTIVE, SUCCEEDED, EXPIRED = 1, 2, 3, 4

@@ -35,9 +35,12 @@ from core_env._fdlibm import (
     P5,
     SQRT_HALF,
 )
+from core_env._jit_options import JitOptions
 
-_JIT = {"cache": True, "error_model": "numpy"}  # division by zero gives inf, never raises
-_INLINE = {**_JIT, "boundscheck": False, "inline": "always"}  # inlined into the callers' loops
+# division by zero gives inf, never raises
+_JIT: JitOptions = {"cache": True, "error_model": "numpy"}
+# inlined into the callers' loops
+_INLINE: JitOptions = {**_JIT, "boundscheck": False, "inline": "always"}
 
 
 # fdlibm without C library calls: np.rint(t) is (t + 1.5 * 2**52) - 1.5 * 2**52 (round half

@@ -75,7 +75,8 @@ class BatchedCoreEnv:
         self._next: list[Workload | None] = []  # prefetched next-episode workloads
         self.n_tenants = config.workload.n_tenants
 
-    def reset(self, seed: int | Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def reset(self, seed: int | Sequence[int] | None = None
+              ) -> tuple[np.ndarray | ObsBlocks, np.ndarray]:
         """Start a new episode in every environment; returns ``(obs, mask)``."""
         seed = self._seed if seed is None else seed
         if seed is None or isinstance(seed, numbers.Integral):
@@ -98,7 +99,7 @@ class BatchedCoreEnv:
         dynamics.arrive(self.sim, backend=self.params.backend)
         return self._observe()
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray | ObsBlocks, np.ndarray, np.ndarray,
                                                   np.ndarray, dict[str, Any]]:
         """Advance every environment one slot.
 
@@ -141,7 +142,9 @@ class BatchedCoreEnv:
             if any(self._next[b] is None for b in finished):
                 self._prefetch()
             for b in finished:
-                load_workload(self.sim, int(b), self._next[b])
+                wl = self._next[b]
+                assert wl is not None  # _prefetch() drew it
+                load_workload(self.sim, int(b), wl)
                 self._next[b] = None
             dynamics.arrive(self.sim, rows=done, backend=self.params.backend)
         obs, mask = self._observe()

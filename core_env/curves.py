@@ -380,16 +380,15 @@ def _entry_table(mix: str) -> tuple[np.ndarray, ...]:
 
     kinds = {"supervised": nb.SUPERVISED, "rl": nb.RL, "vision": nb.VISION}
     entries = [p for p, _ in MIXES[mix]]
-    real = [isinstance(p, RealFamily) for p in entries]
     family = np.array([FAMILIES.index(p.family) for p in entries], dtype=np.int8)
-    kind = np.array([-1 if r else kinds[p.family] for p, r in zip(entries, real, strict=False)],
+    kind = np.array([-1 if isinstance(p, RealFamily) else kinds[p.family] for p in entries],
                     dtype=np.int64)
-    stages = np.array([0 if r else p.stages[1] for p, r in zip(entries, real, strict=False)],
+    stages = np.array([0 if isinstance(p, RealFamily) else p.stages[1] for p in entries],
                       dtype=np.int64)
-    sigma = np.array([0.0 if r else p.noise_sigma for p, r in zip(entries, real, strict=False)],
+    sigma = np.array([0.0 if isinstance(p, RealFamily) else p.noise_sigma for p in entries],
                      dtype=np.float64)
-    white = np.array([0.0 if r else p.white_sigma * math.sqrt(12.0)
-                      for p, r in zip(entries, real, strict=False)], dtype=np.float64)
+    white = np.array([0.0 if isinstance(p, RealFamily) else p.white_sigma * math.sqrt(12.0)
+                      for p in entries], dtype=np.float64)
     return family, kind, stages, sigma, white
 
 

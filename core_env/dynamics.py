@@ -99,6 +99,12 @@ class TrainedSlots(NamedTuple):
     actions: np.ndarray  # int64[B, N], the joint action after steps 1-2 (0 = idle)
 
 
+LossHook = Callable[[TrainedSlots],
+                    "tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]"]
+"""A ``loss_hook`` of :func:`step`: ``(log_loss, outcome)`` or ``(log_loss, outcome, work)``
+for the :class:`TrainedSlots`."""
+
+
 class StepResult(NamedTuple):
     """What one step returns for each environment of the batch."""
 
@@ -224,7 +230,7 @@ def _admit(s: BatchState) -> None:
 
 
 def step(s: BatchState, actions: np.ndarray, p: StepParams,
-         loss_hook: Callable[[TrainedSlots], tuple[np.ndarray, np.ndarray]] | None = None
+         loss_hook: LossHook | None = None
          ) -> StepResult:
     """Advance every environment of the batch by one slot, in place.
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from types import SimpleNamespace
+from typing import overload
 
 import numpy as np
 
@@ -169,7 +171,7 @@ def _compiled() -> SimpleNamespace | None:
         import numba
     except ImportError:
         return None
-    if numba.config.DISABLE_JIT:
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]  # numba's stubs omit it
         return None
     try:
         from core_env import _pmath_numba
@@ -191,39 +193,72 @@ BACKEND = "numpy" if _K is NUMPY_KERNELS else "numba"
 
 
 # --- the API ----------------------------------------------------------------------------
+# A float gives a numpy float64 and an array (or a sequence of floats) an array, as a ufunc
+# does; the overloads say so to type checkers (a 0-d array, typed as an array, also gives a
+# numpy scalar).
 
-def exp(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def exp(x: float) -> np.float64: ...
+@overload
+def exp(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def exp(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """e**x, float64 (inf above 709.78, 0.0 below -708.39, nan for nan)."""
     return _K.exp(x)
 
 
-def log(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def log(x: float) -> np.float64: ...
+@overload
+def log(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def log(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """Natural logarithm, float64 (-inf at 0, nan below 0 or for nan, inf at inf)."""
     return _K.log(x)
 
 
-def log1p(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def log1p(x: float) -> np.float64: ...
+@overload
+def log1p(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def log1p(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """ln(1 + x), float64, accurate for small x (Goldberg 1991, Theorem 4)."""
     return _K.log1p(x)
 
 
-def expm1(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def expm1(x: float) -> np.float64: ...
+@overload
+def expm1(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def expm1(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """e**x - 1, float64, accurate for small x (Kahan's correction)."""
     return _K.expm1(x)
 
 
+@overload
+def pow(x: float, y: float) -> np.float64: ...
+@overload
+def pow(x: np.ndarray, y: np.ndarray | float) -> np.ndarray: ...
+@overload
+def pow(x: float, y: np.ndarray) -> np.ndarray: ...
 def pow(x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray | np.float64:
     """x**y for x >= 0, float64: ``exp(y ln x)``; x**0 is 1, 0**y is 0 for y > 0 and inf for
     y < 0; nan for x < 0."""
     return _K.pow(x, y)
 
 
-def sigmoid(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def sigmoid(x: float) -> np.float64: ...
+@overload
+def sigmoid(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def sigmoid(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """1 / (1 + e**-x), float64, without overflow."""
     return _K.sigmoid(x)
 
 
-def softplus(x: np.ndarray | float) -> np.ndarray | np.float64:
+@overload
+def softplus(x: float) -> np.float64: ...
+@overload
+def softplus(x: np.ndarray | Sequence[float]) -> np.ndarray: ...
+def softplus(x: np.ndarray | Sequence[float] | float) -> np.ndarray | np.float64:
     """ln(1 + e**x), float64, without overflow."""
     return _K.softplus(x)
 
@@ -232,6 +267,10 @@ _LOG_WHOLE = _log_kernel(np.arange(1, 4097, dtype=_F64))
 """ln k for k = 1 .. 4096, equal to :func:`log` of each (a table lookup is cheaper)."""
 
 
+@overload
+def log_whole(k: int) -> np.float64: ...
+@overload
+def log_whole(k: np.ndarray) -> np.ndarray: ...
 def log_whole(k: np.ndarray | int) -> np.ndarray | np.float64:
     """ln k for whole numbers k in [1, 4096] (node counts), equal to ``log(k)``."""
     k = np.asarray(k)

@@ -34,7 +34,7 @@ import copy
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import gymnasium
 import numpy as np
@@ -149,7 +149,7 @@ def _factory(env: Any) -> Callable[[], ParallelEnv]:
                      f"gymnasium.Env, got {type(env).__name__}")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise EnvCheckError(message)
 
 
@@ -240,6 +240,7 @@ def _play(env: Any, seed: int, rng: np.random.Generator | None, forbidden_rate: 
         if t >= limit:
             _fail(f"seed {seed}: the episode did not end within {limit} steps")
         if replay is None:
+            assert rng is not None  # a played (not replayed) episode has a generator
             actions, n = _policy_actions(env, obs, rng, forbidden_rate)
             forbidden += n
         else:
@@ -359,8 +360,12 @@ def _check_central(env: gymnasium.Env, seeds: Sequence[int], forbidden_rate: flo
             warnings.simplefilter("ignore", UserWarning)
             gym_check_env(base)
         ran.append("gymnasium.check_env")
-    if not hasattr(base, "action_masks"):
+    action_masks = getattr(base, "action_masks", None)
+    if action_masks is None:
         _fail("centralised view: no action_masks() method (MaskablePPO needs it)")
+    if not isinstance(env.action_space, gymnasium.spaces.MultiDiscrete):
+        _fail(f"centralised view: expected a MultiDiscrete action space (a choice per node), "
+              f"got {env.action_space}")
     nvec = np.asarray(env.action_space.nvec)
     episodes = steps = forbidden = 0
     for seed in seeds:
@@ -370,6 +375,7 @@ def _check_central(env: gymnasium.Env, seeds: Sequence[int], forbidden_rate: flo
         for replay in (False, True):
             obs, _ = env.reset(seed=seed)
             trace: list[Any] = [obs]
+            info: dict[str, Any]
             total, t, n_forbidden, done, info = 0.0, 0, 0, False, {}
             while not done:
                 where = f"central view, seed {seed}, step {t}"
@@ -377,7 +383,7 @@ def _check_central(env: gymnasium.Env, seeds: Sequence[int], forbidden_rate: flo
                     _fail(f"{where}: observation outside its space"
                           + _outside(env.observation_space, obs))
                 mask = obs["action_mask"]
-                flat = base.action_masks()
+                flat = action_masks()
                 if mask.dtype != np.int8 or not np.all(mask[:, 0] == 1):
                     _fail(f"{where}: action_mask must be int8 with idle legal for every node")
                 if not np.array_equal(flat, mask.astype(bool).ravel()):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from mara_agents.policy import file_fingerprint, make_policy
 
@@ -25,7 +25,17 @@ ABLATION_DIR = Path(__file__).resolve().parent / "weights" / "ablation"
 """Where the ablation checkpoints are shipped."""
 
 
-def mara_on(*paths: Path) -> Callable[..., Any]:
+class CheckpointFactory(Protocol):
+    """What :func:`mara_on` returns: a policy factory with the checkpoint files it loads
+    and their fingerprint."""
+
+    paths: tuple[Path, ...]
+    fingerprint: Callable[[], str]
+
+    def __call__(self, env: Any, **kwargs: Any) -> Any: ...
+
+
+def mara_on(*paths: Path) -> CheckpointFactory:
     """A policy factory of MARA on these checkpoint files (several: an ensemble), with the
     ``fingerprint`` the benchmark store keeps (stored results follow the weights)."""
     paths = tuple(Path(p) for p in paths)
@@ -35,9 +45,10 @@ def mara_on(*paths: Path) -> Callable[..., Any]:
                            **kwargs)
 
     factory.__doc__ = f"MARA on {', '.join(p.name for p in paths)}."
-    factory.fingerprint = lambda: file_fingerprint(*paths)
-    factory.paths = paths
-    return factory
+    out = cast(CheckpointFactory, factory)  # the function, with the two attributes set here
+    out.fingerprint = lambda: file_fingerprint(*paths)
+    out.paths = paths
+    return out
 
 
 mara_ft = mara_on(ABLATION_DIR / "mara_ft.pt")

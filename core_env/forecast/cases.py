@@ -20,7 +20,7 @@ forecast benchmark", says why that matters).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -70,8 +70,11 @@ def make_cases(rng: np.random.Generator, mix: str, n: int, prefix: float | tuple
     params = draw_curve_params(rng, mix, s_star)
     family, _, obs_ll, log_target = evaluate_curves(params, mix)
     required = first_crossing(obs_ll, log_target)
-    frac = (np.full(n, float(prefix)) if np.isscalar(prefix)
-            else rng.uniform(prefix[0], prefix[1], size=n))
+    if np.isscalar(prefix):  # (np.isscalar does not narrow the type: the casts do)
+        frac = np.full(n, float(cast(float, prefix)))
+    else:
+        span = cast("tuple[float, float]", prefix)
+        frac = rng.uniform(span[0], span[1], size=n)
     reachable = np.isfinite(required)
     end = np.where(reachable, required, s_star) * frac
     if not 0.0 < rate[0] <= rate[1]:

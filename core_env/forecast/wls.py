@@ -84,7 +84,11 @@ class WLSForecaster(BaseForecaster):
                                     budgets)
 
 
-def _weighted_sums(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+_Sums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""The six weighted sums of a fit: w, w x, w y, w x x, w x y, w y y."""
+
+
+def _weighted_sums(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> _Sums:
     # running sums: one summation order whatever the padded width of the batch
     return (pmath.rowsum(w), pmath.rowsum(w * x), pmath.rowsum(w * y),
             pmath.rowsum(w * x * x), pmath.rowsum(w * x * y), pmath.rowsum(w * y * y))
@@ -164,4 +168,5 @@ class OnlineWLS:
         self.length += m
 
     def fit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return _fit_from_sums(*self.sums, self.params)
+        s0, sx, sy, sxx, sxy, syy = self.sums  # its rows
+        return _fit_from_sums(s0, sx, sy, sxx, sxy, syy, self.params)

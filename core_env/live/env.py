@@ -132,17 +132,15 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                 "is_parallelizable": True}
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
-                 pilots: Pilots | str | Path = PILOTS, runtime: Any = None,
+                 pilots: Pilots | str | Path | None = PILOTS, runtime: Any = None,
                  backend: str = "local", ray_address: str | None = None,
                  time_limit: float = 60.0, clock: str = "work",
                  slot_seconds: float | None = None, render_mode: str | None = None,
                  **overrides: Any) -> None:
-        if config is None and preset is None:
-            preset = "Live-Small-v0"
         if config is None:
             from core_env.live.live_presets import live_config
 
-            config = live_config(preset, **overrides)
+            config = live_config("Live-Small-v0" if preset is None else preset, **overrides)
             preset, overrides = None, {}
         super().__init__(config, preset=preset, render_mode=render_mode, **overrides)
         self.pilots = self._load_pilots(pilots)
@@ -236,6 +234,9 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
                              "options['live_workload'] (a LiveWorkload) instead")
         live = options.get("live_workload")
         if live is None:
+            # reset() seeded the generator; only LiveSessionEnv (its own _live_workload) has
+            # no pilots
+            assert self._rng is not None and self.pilots is not None
             live = generate_live_workload(self.config, self._rng, self.pilots)
         elif not isinstance(live, LiveWorkload):
             raise ValueError(f"options['live_workload']: expected a LiveWorkload, got "
@@ -269,6 +270,7 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
 
     def _episode_stats(self) -> dict[str, Any]:
         stats = {**super()._episode_stats(), **self.counts}
+        assert self.record is not None  # reset() started it
         self.record.finish({**stats, "timing": self.episode_timing()}, self.failures)
         return stats
 
@@ -288,7 +290,8 @@ class LiveSchedulerEnv(CoreSchedulerEnv):
         return timing
 
     # ----- one slot of real training (the dynamics' loss hook) -----
-    def _run_slot(self, trained: dynamics.TrainedSlots) -> tuple[np.ndarray, ...]:
+    def _run_slot(self, trained: dynamics.TrainedSlots
+                  ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert self.live is not None and self.record is not None
         t = int(self.sim.t[0])
         acts = trained.actions[0]

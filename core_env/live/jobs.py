@@ -34,7 +34,7 @@ import io
 import math
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -131,7 +131,8 @@ def make_job(spec: JobSpec) -> TrainingJob:
 def arrays_to_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """The ``.npz`` bytes of ``arrays`` (read back by :func:`bytes_to_arrays`)."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    # cast: numpy's stub also types the names in **kwds as its keyword allow_pickle (a bool)
+    np.savez(buf, **cast("dict[str, Any]", arrays))
     return buf.getvalue()
 
 
@@ -185,7 +186,12 @@ class MLPDigitsJob:
         if unit_samples % batch:
             fail("unit_samples", unit_samples, f"a multiple of batch={batch}")
         self.lr_scaling = check_lr_scaling(lr_scaling)
-        self.params: dict[str, np.ndarray] = {}
+        # numpy arrays here; CNNDigitsJob (core_env.live.torch_jobs) keeps torch tensors in the
+        # same attributes (x, xv, params, velocity), which save() turns into arrays
+        self.params: dict[str, Any] = {}
+        self.velocity: dict[str, Any]
+        self.x: Any
+        self.xv: Any
 
     @staticmethod
     def data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

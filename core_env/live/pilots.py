@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import numpy as np
 
@@ -126,7 +126,8 @@ class Pilots:
             raise ValueError(f"path: expected a file name ending in .npz, got {str(path)!r}")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp.npz")
-        np.savez(tmp, **self.arrays())
+        # cast: numpy's stub also types the names in **kwds as its keyword allow_pickle
+        np.savez(tmp, **cast("dict[str, Any]", self.arrays()))
         tmp.replace(path)
         return path
 
@@ -268,8 +269,9 @@ def record_pilots(variants: Iterable[JobLike] = DEFAULT_VARIANTS, seeds: int = 4
         estimates: list[float] = []
         for seed in range(seeds):
             job = make_job(JobSpec(kind, dict(variant), seed))
-            start = (_checked_loss(job.loss(), kind, variant, seed, "loss() before training")
-                     if callable(getattr(job, "loss", None)) else None)
+            job_loss = getattr(job, "loss", None)  # optional: not part of TrainingJob
+            start = (_checked_loss(job_loss(), kind, variant, seed, "loss() before training")
+                     if callable(job_loss) else None)
             curve = [_checked_loss(job.train(1, 1), kind, variant, seed, f"unit {u + 1}")
                      for u in range(units)]
             initial.append(curve[0] if start is None else start)
@@ -419,7 +421,7 @@ def _write_shipped(arrays: dict[str, np.ndarray], out_dir: Path, name: str = PIL
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.npz"
-    np.savez(path, **{k: v for k, v in arrays.items() if k != "about"})
+    np.savez(path, **cast("dict[str, Any]", {k: v for k, v in arrays.items() if k != "about"}))
     manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     files = manifest.setdefault("files", {})

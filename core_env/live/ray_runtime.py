@@ -142,7 +142,10 @@ class RayRuntime(Runtime):
 
     def pid(self, node: int) -> int:
         """The process id of ``node``'s actor (on the machine of ``node_ids[node]``)."""
-        return int(self._pids[node])
+        pid = self._pids[node]
+        if pid is None:
+            raise RuntimeError(f"node {node}: its actor has not started")
+        return int(pid)
 
     def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
         """Run one slot of every task in ``tasks`` (task id -> :class:`SlotTask`) in

@@ -36,7 +36,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -132,8 +132,10 @@ class LiveRecord:
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(tmp, meta=np.asarray(json.dumps(meta)), obs=obs,
                  pilot_run=np.asarray(self.pilot_run, dtype=np.int64), initial=self.initial,
-                 **{f"w_{k}": np.asarray(getattr(wl, k)) for k in Workload._fields
-                    if getattr(wl, k) is not None})
+                 # cast: numpy's stub also types the names in **kwds as allow_pickle
+                 **cast("dict[str, Any]", {f"w_{k}": np.asarray(getattr(wl, k))
+                                           for k in Workload._fields
+                                           if getattr(wl, k) is not None}))
         tmp.replace(path)
         return path
 

@@ -45,7 +45,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, cast
 
 from core_env.live.jobs import JobSpec, make_job
 
@@ -340,6 +340,25 @@ class Runtime:
         if self._warm_specs:
             self._warm_nodes([node], self._warm_specs)
 
+    # what a backend implements (see the class docstring)
+    def _start(self, i: int) -> None:
+        raise NotImplementedError
+
+    def _stop(self, node: int) -> None:
+        raise NotImplementedError
+
+    def _warm_nodes(self, nodes: list[int], specs: tuple[JobSpec, ...]) -> None:
+        raise NotImplementedError
+
+    def pid(self, node: int) -> int:
+        raise NotImplementedError
+
+    def run_slot(self, tasks: dict[Any, SlotTask]) -> dict[Any, SlotResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
     def __enter__(self) -> Runtime:
         return self
 
@@ -390,8 +409,10 @@ class LocalRuntime(Runtime):
     def _launch(self, i: int) -> None:
         parent, child = self._ctx.Pipe()
         with _one_thread():
-            proc = self._ctx.Process(target=_worker, args=(child,), daemon=True,
-                                     name=f"core-env-live-node-{i}")
+            # typeshed's BaseContext (get_context's type for a str) has no Process; every
+            # context get_context returns has one
+            proc = self._ctx.Process(  # type: ignore[attr-defined]
+                target=_worker, args=(child,), daemon=True, name=f"core-env-live-node-{i}")
             proc.start()
         child.close()
         self._procs[i], self._conns[i], self.alive[i] = proc, parent, True
@@ -462,8 +483,10 @@ class LocalRuntime(Runtime):
                 continue
             waiting = {self._conns[n]: k for k, (n, _) in pending.items()}
             due = min(sent for _, sent in pending.values()) + self.time_limit
-            ready = multiprocessing.connection.wait(
-                list(waiting), timeout=max(due - time.perf_counter(), 0.0))
+            # wait returns some of the objects it is given: here the workers' connections
+            ready = cast("list[multiprocessing.connection.Connection]",
+                         multiprocessing.connection.wait(
+                             list(waiting), timeout=max(due - time.perf_counter(), 0.0)))
             if not ready:  # time limit: kill and restart the workers past it
                 now = time.perf_counter()
                 for key, (node, sent) in list(pending.items()):

@@ -26,7 +26,7 @@ losses depend on its seed alone, wherever and next to whatever it runs::
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,6 +46,10 @@ except ImportError as e:  # pragma: no cover - the jobs-sb3 extra installs them
                       f"install -e '.[jobs-sb3]' ({e})") from e
 
 SB3_CLASSES: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "a2c": A2C}
+
+_MTState = tuple[str, np.ndarray, int, int, float]
+"""numpy's legacy (MT19937) global generator state, as ``np.random.get_state()`` returns it
+(numpy's stub types the call as a dict: its no-argument overload is the legacy=False one)."""
 """SB3's class of each name of :data:`~core_env.live.classic_control.ALGOS`."""
 
 
@@ -60,6 +64,13 @@ def sb3_model(algo: str, env: Any, **hyper: Any) -> BaseAlgorithm:
     # directory at every learn() call, one per slot in live mode
     model.set_logger(Logger(folder=None, output_formats=[]))
     return model
+
+
+def _env_of(model: BaseAlgorithm) -> Any:
+    """The vectorised environment of a model built by :func:`sb3_model` (never None there)."""
+    env = model.get_env()
+    assert env is not None
+    return env
 
 
 class SB3ClassicJob:
@@ -106,10 +117,10 @@ class SB3ClassicJob:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             model = self._model(1)
-            model.get_env().close()
+            _env_of(model).close()
             self.params = model.get_parameters()
             self.torch_state = torch.get_rng_state()
-        self.np_state = np.random.RandomState(seed).get_state()
+        self.np_state = cast(_MTState, np.random.RandomState(seed).get_state())
         self.samples = 0
         self.last_loss = 1.0
 
@@ -124,13 +135,17 @@ class SB3ClassicJob:
         torch.set_num_threads(1)
         try:
             model = self._model(nodes)
-            model.set_parameters(self.params, exact_match=True)
+            # SB3 types get_parameters() as dict[str, dict] and set_parameters' argument as
+            # dict[str, Tensor]; it takes what get_parameters() returns
+            model.set_parameters(self.params, exact_match=True)  # type: ignore[arg-type]
             model.learn(total_timesteps=units * self.unit_steps * nodes)
+            assert model.ep_info_buffer is not None  # learn() creates it
             returns = [e["r"] for e in model.ep_info_buffer]
             self.params = model.get_parameters()
             self.samples += int(model.num_timesteps)
-            model.get_env().close()
-            self.torch_state, self.np_state = torch.get_rng_state(), np.random.get_state()
+            _env_of(model).close()
+            self.torch_state = torch.get_rng_state()
+            self.np_state = cast(_MTState, np.random.get_state())
         finally:
             torch.set_rng_state(saved[0])
             np.random.set_state(saved[1])

@@ -129,6 +129,7 @@ class LiveSessionEnv(LiveSchedulerEnv):
 
     def _live_workload(self, options: dict) -> LiveWorkload:
         m, g = 0, LOG_WORK_GRID.shape[0]
+        assert self._rng is not None  # reset() seeded it
         empty = Workload(arrival=np.zeros(m, np.int64), deadline=np.zeros(m, np.int64),
                          log_target=np.zeros(m), cap=np.ones(m, np.int64),
                          alpha=np.ones(m), family=np.zeros(m, np.int8),
@@ -219,8 +220,10 @@ class LiveSessionEnv(LiveSchedulerEnv):
         s.w_alpha[0, m] = alpha
         s.n_tasks[0] = m + 1
         run = self._pilot_run(sub.job)
-        self.live = self.live._replace(jobs=self.live.jobs + (sub.job,),
-                                       pilot_run=np.append(self.live.pilot_run, run))
+        live = self.live
+        assert live is not None  # reset() set it
+        self.live = live._replace(jobs=live.jobs + (sub.job,),
+                                  pilot_run=np.append(live.pilot_run, run))
         self.submissions.append(sub)
         self.task_info.append({"name": name, "alpha": alpha, "alpha_source": source,
                                "submitted_slot": t, "submitted_at": time.time(),
@@ -328,14 +331,18 @@ class LiveSessionEnv(LiveSchedulerEnv):
         job, else flat at its first loss; ``LiveRecord.save`` and ``replay(record,
         curves="recorded")`` then work as for any live episode."""
         rec, s, m = self.record, self.sim, int(self.sim.n_tasks[0])
+        live, workload, pilots = self.live, self.workload, self.pilots
+        assert rec is not None and live is not None and workload is not None  # set by reset()
         first: dict[int, float] = {}
         for o in rec.obs:
             first.setdefault(o[0], o[4])
-        run = np.asarray(self.live.pilot_run, dtype=np.int64)
-        initial = np.array([float(self.pilots.initial[r]) if r >= 0 else
+        run = np.asarray(live.pilot_run, dtype=np.int64)
+        # a run >= 0 is one of the pilot set's (none without a set: _pilot_run)
+        initial = np.array([float(pilots.initial[r]) if pilots is not None and r >= 0 else
                             first.get(i, self.submissions[i].target)
                             for i, r in enumerate(run)], dtype=np.float64)
-        curves = np.stack([reference_table(initial[i], self.pilots.loss[r]) if r >= 0 else
+        curves = np.stack([reference_table(initial[i], pilots.loss[r])
+                           if pilots is not None and r >= 0 else
                            np.full(LOG_WORK_GRID.shape, pmath.log(initial[i]))
                            for i, r in enumerate(run)]).astype(np.float32) if m else \
             np.zeros((0, LOG_WORK_GRID.shape[0]), np.float32)
@@ -351,13 +358,14 @@ class LiveSessionEnv(LiveSchedulerEnv):
                                 alpha=s.w_alpha[0, :m].astype(np.float64),
                                 family=np.zeros(m, np.int8), log_loss=curves,
                                 true_log_loss=curves.copy(),
-                                speeds=np.asarray(self.workload.speeds, np.float64))
-        rec.jobs, rec.pilot_run, rec.initial = self.live.jobs, run, initial
+                                speeds=np.asarray(workload.speeds, np.float64))
+        rec.jobs, rec.pilot_run, rec.initial = live.jobs, run, initial
         self.workload = rec.workload  # the session's tasks so far (for its group counts)
 
     def save_record(self, path: str | Path) -> Path:
         """Write the session's record so far (:class:`~core_env.live.record.LiveRecord`)."""
         self._sync_record()
+        assert self.record is not None  # reset() started it
         return self.record.save(path)
 
 

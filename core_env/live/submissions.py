@@ -213,6 +213,7 @@ def deadline_slots(sub: Submission, slot_seconds: float | None) -> int:
         raise ValueError("deadline_seconds: needs the wall clock (clock='wall' with "
                          "slot_seconds; on the work clock a slot has no fixed length), "
                          "give deadline in slots instead")
+    assert sub.deadline_seconds is not None  # a Submission has deadline or deadline_seconds
     return max(1, math.ceil(sub.deadline_seconds / slot_seconds - 1e-9))
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 
-def fail(name: str, value: Any, allowed: str) -> None:
+def fail(name: str, value: Any, allowed: str) -> NoReturn:
     """Raise ``ValueError("<name>: expected <allowed>, got <value!r>")``."""
     raise ValueError(f"{name}: expected {allowed}, got {value!r}")
 

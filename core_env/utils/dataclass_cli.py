@@ -8,9 +8,12 @@ import ast
 import inspect
 from collections.abc import Sequence
 from dataclasses import fields, is_dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -35,7 +38,7 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, defaults: Any, prefix:
     for f in fields(cls):
         default = getattr(defaults, f.name)
         dest = prefix + f.name
-        if is_dataclass(default):
+        if is_dataclass(default) and not isinstance(default, type):  # a nested config
             add_flags(parser, type(default), default, prefix=dest + ".")
             continue
         flag = "--" + dest.replace(".", "-").replace("_", "-")
@@ -59,7 +62,7 @@ def build(cls: type[T], values: dict[str, Any], defaults: Any | None = None) -> 
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         default = getattr(defaults, f.name)
-        if is_dataclass(default):
+        if is_dataclass(default) and not isinstance(default, type):  # a nested config
             sub = {k.split(".", 1)[1]: v for k, v in values.items()
                    if k.startswith(f.name + ".")}
             kwargs[f.name] = build(type(default), sub, default)

@@ -127,7 +127,7 @@ class SuccessiveHalvingPolicy(CentralPolicy):
                 self.paused[j] = True
                 self._promote(j)
 
-    def _promote(self, j: int) -> None:
+    def _promote(self, j: int | np.integer) -> None:
         """Promote paused task ``j`` if it ranks in the top 1/eta of its rung."""
         r, uid = int(self.rung[j]), int(self._uid[j])
         recs = self._records[r]

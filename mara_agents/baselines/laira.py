@@ -115,6 +115,7 @@ class KalmanCurve:
 
     def predict(self, h: float) -> tuple[list[float], Matrix]:
         """State mean and covariance h ahead in u (h >= 0)."""
+        assert self.mean is not None and self.cov is not None, "no observation yet"
         f = _transition(h)
         mean = [sum(f[i][k] * self.mean[k] for k in range(3)) for i in range(3)]
         cov = _mul(_mul(f, self.cov), _transpose(f))
@@ -123,6 +124,7 @@ class KalmanCurve:
 
     def look_ahead(self, h: float) -> tuple[float, float]:
         """(mean, sd) of y h ahead, the predicted parabola held flat past its minimum."""
+        assert self.mean is not None, "no observation yet"
         y, v, a = self.mean
         if a > 0 and -v / a < h:
             h = max(-v / a, 0.0)  # the loss stops falling at the parabola's minimum
@@ -192,11 +194,12 @@ class LaiRAPolicy(CentralPolicy):
             if not tr.same_task[j]:
                 self._filters[j], self._seen[j] = None, 0
             if tr.count[j] > self._seen[j]:
-                if self._filters[j] is None:
-                    self._filters[j] = KalmanCurve(*self.filter_args)
+                kf = self._filters[j]
+                if kf is None:
+                    kf = self._filters[j] = KalmanCurve(*self.filter_args)
                 work, gap = tr.history(int(j))
                 for w, y in zip(pmath.log(work[self._seen[j]:]), gap[self._seen[j]:], strict=False):
-                    self._filters[j].update(float(w), float(y))
+                    kf.update(float(w), float(y))
                 self._total += int(tr.count[j] - self._seen[j])
                 self._seen[j] = tr.count[j]
             f = self._filters[j]

@@ -36,9 +36,14 @@ action per node, both used by every baseline through
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from core_env.utils.checks import check_number
+
+if TYPE_CHECKING:
+    from core_env.layout import Layout
 
 __all__ = ["assign_nodes", "check_stickiness", "keep_nodes", "node_slots", "sticky_counts"]
 
@@ -139,7 +144,7 @@ def assign_nodes(counts: np.ndarray, last_slot: np.ndarray,
     return actions
 
 
-def node_slots(obs: np.ndarray, layout: object) -> tuple[np.ndarray, np.ndarray]:
+def node_slots(obs: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     """int64[..., N] ``(last_slot, held_slot)`` decoded from float32[..., N, D] per-node
     observations (each node's own row; -1 for none; ``held_slot`` all -1 in an environment
     without that feature)."""

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 from numba import njit
 
+from core_env._jit_options import JitOptions
 from mara_agents.forecast._tanh import TANH_CLAMP, TANH_DEN, TANH_NUM, TANH_TINY
 
-_JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+_JIT: JitOptions = {"cache": True, "error_model": "numpy", "boundscheck": False}
+_INLINE: JitOptions = {**_JIT, "inline": "always"}
 
 _C, _TINY = TANH_CLAMP, TANH_TINY
 _A1, _A3, _A5, _A7, _A9, _A11, _A13 = TANH_NUM
 _B0, _B2, _B4, _B6 = TANH_DEN
 
 
-@njit(inline="always", **_JIT)
+@njit(**_INLINE)
 def _tanh(x):  # pragma: no cover - compiled
     """``tanh_rational`` of one float32, the same operations in the same order."""
     c = min(max(x, -_C), _C)

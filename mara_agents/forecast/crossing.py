@@ -7,12 +7,16 @@ installed (the same bits) and :func:`crossing_offsets_numpy`, the reference, oth
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 MIN_TAIL_SLOPE = 1e-3
 """A censored sample is extrapolated only if its tail slope (ln loss per ln work) is below
 minus this."""
 
+_compiled: Callable[..., Any] | None
 try:
     from mara_agents.forecast._crossing_numba import crossing_offsets_compiled as _compiled
 except ImportError:  # numba not installed: the numpy version

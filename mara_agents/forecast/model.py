@@ -38,7 +38,9 @@ which equals concatenating ``[x_t, c, tau(t)]`` into every layer, but lets the s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from typing import cast
 
 import numpy as np
 import torch
@@ -203,6 +205,8 @@ class FlowForecastNet(nn.Module):
     Build with :meth:`create` (explicitly seeded initialisation, no global RNG).
     """
 
+    freqs: Tensor  # a buffer (register_buffer in __init__)
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -284,7 +288,8 @@ class FlowForecastNet(nn.Module):
         a = torch.matmul(x, self.x_in.weight.T)
         a += bias[..., 0, :]
         F.silu(a, inplace=True)
-        for k, layer in enumerate(self.hidden_layers, start=1):
+        # (an nn.ModuleList of nn.Linear: its type says Module)
+        for k, layer in enumerate(cast("Iterable[nn.Linear]", self.hidden_layers), start=1):
             a = torch.matmul(a, layer.weight.T)
             a += bias[..., k, :]
             F.silu(a, inplace=True)

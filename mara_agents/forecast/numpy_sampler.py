@@ -18,6 +18,9 @@ validation forecaster keeps the torch path for that reason).
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import cast
+
 import numpy as np
 from torch import nn
 
@@ -27,6 +30,7 @@ from mara_agents.forecast.model import FlowForecastNet, solver_times
 
 _HALF = np.float32(0.5)
 
+_kernels: ModuleType | None
 try:
     from mara_agents.forecast import _sampler_numba as _kernels
 except ImportError:  # numba not installed: numpy's passes
@@ -71,7 +75,7 @@ class NumpySampler:
         self.time_w = w(net.time_proj) * _HALF
         self.freqs = net.freqs.detach().cpu().numpy().astype(np.float32, copy=True)
         self.x_in = w(net.x_in) * _HALF
-        self.hidden_w = [w(m) * _HALF for m in net.hidden_layers]
+        self.hidden_w = [w(cast(nn.Linear, m)) * _HALF for m in net.hidden_layers]
         self.out_w, self.out_b = w(net.out), b(net.out)
         # the Euler solver's shortcut (see _euler): the output layer followed by the input
         # layer, as one product, computed in float64 and rounded once

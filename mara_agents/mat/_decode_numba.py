@@ -20,7 +20,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = {"cache": True, "error_model": "numpy", "boundscheck": False}
+from core_env._jit_options import JitOptions
+
+_JIT: JitOptions = {"cache": True, "error_model": "numpy", "boundscheck": False}
 
 
 @njit(**_JIT)

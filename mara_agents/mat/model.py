@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import nn
@@ -281,5 +281,5 @@ def init_weights(model: MAT, generator: torch.Generator) -> None:
     with torch.no_grad():
         model.q_node.weight.mul_(0.1)
         model.a_node.weight.mul_(0.1)
-        model.value_head[-1].weight.mul_(0.01)
+        cast(nn.Linear, model.value_head[-1]).weight.mul_(0.01)
         model.idle.normal_(0.0, 0.1, generator=generator)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _NEG = np.float32(-1e9)
 
+_compiled_decode: Callable[..., Any] | None
 try:
     from mara_agents.mat._decode_numba import decode_one as _compiled_decode
 except ImportError:  # numba not installed: the numpy loop

@@ -121,7 +121,7 @@ def imitation_loss(model: MAT, x: Inputs, teacher: torch.Tensor) -> torch.Tensor
 
 def dagger(rollout: Rollout, model: MAT, generator: torch.Generator, iterations: int,
            steps: int, epochs: int, decay: float, lr: float, max_grad_norm: float,
-           batch_size: int = 256, log: Any = None) -> list[dict[str, float]]:
+           batch_size: int = 256, log: Any = None) -> list[dict[str, float | None]]:
     """Run DAgger on a rollout's environments, training ``model`` in place.
 
     Args:
@@ -147,15 +147,17 @@ def dagger(rollout: Rollout, model: MAT, generator: torch.Generator, iterations:
     opt = torch.optim.Adam(model.parameters(), lr=lr, eps=1e-5)
     data_x: list[Inputs] = []
     data_a: list[torch.Tensor] = []
-    history: list[dict[str, float]] = []
+    history: list[dict[str, float | None]] = []
     for it in range(iterations):
         beta = decay ** it
         agree, total, finished = 0, 0, []
         model.eval()
         for _ in range(steps):
             x = rollout.inputs()
-            wide = widen(rollout.obs, rollout.plain_layout, oracle_columns(rollout.sim))
-            a_teacher = teacher.actions(wide, rollout.mask)
+            obs, mask = rollout.obs, rollout.mask
+            assert obs is not None and mask is not None  # as inputs() needs them
+            wide = widen(obs, rollout.plain_layout, oracle_columns(rollout.sim))
+            a_teacher = teacher.actions(wide, mask)
             with torch.no_grad():
                 a_student, _, _ = model.act(x, generator=generator)
                 greedy, _, _ = model.act(x, deterministic=True)

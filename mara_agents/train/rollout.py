@@ -66,18 +66,22 @@ class Rollout:
     def reset(self, seed: int) -> None:
         """Start every environment afresh (environment b from the b-th seed spawned from
         ``seed``) and forget the cached forecasts."""
-        self.obs, self.mask = self.env.reset(seed=seed)
+        obs, self.mask = self.env.reset(seed=seed)
+        assert isinstance(obs, np.ndarray)  # full observations (the env's default)
+        self.obs = obs
         self.cache.reset()
 
     def inputs(self) -> Inputs:
         """The model's inputs for the current step (forecasts refreshed where stale)."""
         extra = self.cache.update(self.env.sim)
+        assert self.obs is not None and self.mask is not None, "call reset() first"
         return inputs_from_batched(self.obs, self.mask, self.plain_layout, extra)
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """Execute int[B, N] actions; returns ``(reward[B], done[B], episodes)`` where
         ``episodes`` is the batched simulator's ``info["episode"]`` of the environments that
         finished (they have restarted)."""
+        assert self.obs is not None and self.mask is not None, "call reset() first"
         if self.placement == "keep":
             last, held = node_slots(self.obs, self.plain_layout)
             actions = np.stack([keep_nodes(a, la, h, m) for a, la, h, m
@@ -86,5 +90,6 @@ class Rollout:
         self.tenant_successes = info.get("tenant_successes")
         if done.any():
             self.cache.reset(done)
+        assert isinstance(obs, np.ndarray)  # full observations (the env's default)
         self.obs, self.mask = obs, mask
         return reward, done, info["episode"]

@@ -77,7 +77,7 @@ class Trainer:
         self.update = 0
         self.env_steps = 0
         self.curve: list[dict[str, float]] = []
-        self.imitation: list[dict[str, float]] = []
+        self.imitation: list[dict[str, float | None]] = []
         self.imitation_seconds = 0.0
         self.fair = (TenantLagrangian(cfg.env_config().workload.tenant_shares,
                                       cfg.fair_fraction, cfg.fair_lr, 2 * cfg.num_envs)
@@ -143,6 +143,7 @@ class Trainer:
                 a, lp, v = self.model.act(x, generator=self.gen)
             reward, done, ep = self.rollout.step(a.numpy())
             if self.fair is not None:  # the Lagrangian's weighted completions
+                assert self.rollout.tenant_successes is not None  # a fair run has tenants
                 reward = self.fair.reward(self.rollout.tenant_successes)
                 self.fair.observe(ep["tenant_arrived"], ep["tenant_completed"])
             finished += [{"completion_rate": float(c), "return": float(r)}
