@@ -191,6 +191,7 @@ class CoreSchedulerEnv(ParallelEnv):
         """The workload of a new episode: ``options["workload"]`` checked, or drawn."""
         if options.get("workload") is not None:
             return validate_workload(options["workload"], self.config)
+        assert self._rng is not None, "reset() seeds the generator first"
         return generate_workload(self.config, self._rng)
 
     def _step_joint(self, joint: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
@@ -215,7 +216,8 @@ class CoreSchedulerEnv(ParallelEnv):
         (``groups``: :func:`core_env.audit.group_counts`)."""
         from core_env.audit import group_counts
 
-        stats = dynamics.episode_stats(self.sim, 0)
+        stats: dict[str, Any] = dict(dynamics.episode_stats(self.sim, 0))
+        assert self.workload is not None, "an episode has a workload"
         m = self.workload.n_tasks
         status = self.sim.status[0, :m]
         stats["groups"] = group_counts(self.config, self.workload, status != FUTURE,
@@ -243,7 +245,7 @@ class CoreSchedulerEnv(ParallelEnv):
             act = act.item()
         if isinstance(act, (bool, np.bool_)) or not isinstance(act, numbers.Integral):
             raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act!r}")
-        if not 0 <= act <= k:
+        if not 0 <= int(act) <= k:
             raise ValueError(f"action of {agent}: expected an int in [0, {k}], got {act}")
         return int(act)
 
@@ -260,6 +262,7 @@ class CoreSchedulerEnv(ParallelEnv):
             i = index.get(agent) if type(agent) is str else None
             if type(act) not in _PLAIN_INTS or i is None or not 0 <= act <= k:
                 act = self.check_action(agent, act)  # raises, naming what is wrong
+                i = index[agent]
             values[i] = act
         if len(actions) < len(self.agents):
             missing = [a for a in self.agents if a not in actions]

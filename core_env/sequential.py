@@ -34,9 +34,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from core_env._jit_options import JitOptions
 from core_env._pmath_numba import exp_scalar, log_scalar
 
-_JIT = {"cache": True, "error_model": "numpy"}
+_JIT: JitOptions = {"cache": True, "error_model": "numpy"}
 
 
 class Decoded(NamedTuple):

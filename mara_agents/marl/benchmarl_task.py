@@ -220,7 +220,7 @@ def _build() -> dict[str, Any]:
                     row[key] = float(value.detach().to(float).mean().item())
             self.rows.append(row)
 
-    built = {"CoreTaskClass": CoreTaskClass, "CoreTaskBase": CoreTaskBase, "CoreTask": CoreTask,
+    built: dict[str, Any] = {"CoreTaskClass": CoreTaskClass, "CoreTaskBase": CoreTaskBase, "CoreTask": CoreTask,
              "TrainingLog": TrainingLog}
     for name, cls in built.items():  # picklable (BenchMARL pickles the task) by these names
         cls.__module__, cls.__qualname__ = __name__, name

@@ -256,7 +256,8 @@ class RecordGym(gymnasium.Wrapper):
         return out
 
     def action_masks(self) -> np.ndarray:
-        return self.env.unwrapped.action_masks()
+        central: Any = self.env.unwrapped  # a CentralCoreEnv
+        return central.action_masks()
 
 
 ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
@@ -297,7 +298,8 @@ class SharedTableMLP(torch.nn.Module):
         self.net, self.own = mlp(sizes, activation), own
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        first, *rest = self.net
+        first, rest = self.net[0], list(self.net)[1:]
+        assert isinstance(first, torch.nn.Linear)
         w, own, linear = first.weight, self.own, torch.nn.functional.linear
         # contiguous operands: a strided one sends linear down a slow path
         h = (linear(x[..., :own].contiguous(), w[:, :own].contiguous(), first.bias)

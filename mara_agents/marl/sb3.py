@@ -70,7 +70,7 @@ class MaskablePPOConfig(BatchedPPOSettings):
                 "gamma": self.gamma, "gae_lambda": self.gae_lambda}
 
 
-def _update_stats_callback() -> type:
+def _update_stats_callback() -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class UpdateStats(BaseCallback):
@@ -197,7 +197,8 @@ def policy_class() -> type:
             state = obs["state"] if isinstance(obs, dict) else None
             if state is not None and self.decoding == "sequential":
                 cap = state_capacity_of(th_numpy(state), *self._cap)
-                self.action_dist.capacity = np.asarray(cap, dtype=np.int64)
+                dist: Any = self.action_dist  # a NodeCategorical
+                dist.capacity = np.asarray(cap, dtype=np.int64)
 
         def forward(self, obs: Any, deterministic: bool = False,
                     action_masks: np.ndarray | None = None) -> Any:
@@ -244,6 +245,7 @@ def train(preset: str, env_steps: int, seed: int, out: str | Path,
     torch.set_num_threads(threads)
     _UpdateStats = _update_stats_callback()
     log = CurveLog()
+    env: Any
     if config.num_envs:
         env = CoreVecEnv(preset, config.num_envs, seed=seed, log=log)
     else:

@@ -97,6 +97,9 @@ class ValueNorm(torch.nn.Module):
     into the running mean and variance (all targets seen so far, Chan et al.'s parallel
     update)."""
 
+    mean: torch.Tensor
+    var: torch.Tensor
+
     def __init__(self, net: torch.nn.Module) -> None:
         super().__init__()
         self.net = net
@@ -202,7 +205,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
                   terminated=(GROUP, "terminated"))
     loss.make_value_estimator(gamma=config.gamma, lmbda=config.gae_lambda)
     optim = torch.optim.Adam(loss.parameters(), config.lr,
-                             **({"fused": True} if config.fused_adam else {}))
+                             fused=True if config.fused_adam else None)
     groups = ([list(actor_net.parameters()), list(value_net.parameters())]
               if config.separate_clip else [list(loss.parameters())])
     policy = actor
@@ -248,7 +251,7 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         log.update(**{k: float(np.mean(v)) for k, v in stats.items() if v})
         collector.update_policy_weights_()
     collector.shutdown()
-    plain = actor_net.net if config.shared_table else actor_net  # the mlp's weights
+    plain = actor_net.net if isinstance(actor_net, SharedTableMLP) else actor_net  # the mlp
     cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden),
            "actor": {"sizes": sizes, "activation": "tanh"}}
     return save_model(out, algorithm, preset, seed, env_steps, started, "torchrl", cfg,

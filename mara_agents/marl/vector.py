@@ -59,7 +59,7 @@ def _missing(extra: str) -> type:
 try:
     from stable_baselines3.common.vec_env import VecEnv
 except ImportError:
-    VecEnv = _missing("sb3")
+    VecEnv = _missing("sb3")  # type: ignore[misc, assignment]  # a stand-in class
 try:
     from tensordict import TensorDict, TensorDictBase
     from torchrl.data import Bounded, Categorical, Composite, Unbounded
@@ -137,7 +137,8 @@ class CoreVecEnv(VecEnv):
         given = [s is not None for s in self._seeds]
         if any(given) and not all(given):
             raise ValueError(f"seed: expected a seed for every env or none, got {self._seeds}")
-        _, mask = self.benv.reset(seed=list(self._seeds) if all(given) else None)
+        _, mask = self.benv.reset(seed=[int(s) for s in self._seeds if s is not None]
+                                  if all(given) else None)
         self._reset_seeds()
         self.reset_infos = [{} for _ in range(self.num_envs)]
         return self._observe(mask)
@@ -255,7 +256,8 @@ class CoreTorchEnv(EnvBase):
         self.log = log
         self._seeds = _seeds(seed, num_envs)
         b, n, k1 = num_envs, self.benv.n_nodes, self.benv.n_actions
-        space = par.observation_space(par.possible_agents[0])["observation"]
+        space: Any = par.observation_space(par.possible_agents[0])
+        space = space["observation"]
         d = space.shape[0]
 
         def bounded(box: Any, shape: tuple[int, ...]) -> Bounded:
@@ -288,6 +290,7 @@ class CoreTorchEnv(EnvBase):
         reset = self._reset_rows(tensordict)
         if reset is None or self._last is None:
             obs, mask = self.benv.reset(seed=self._seeds)
+            assert isinstance(obs, np.ndarray), "the full observation, not blocks"
             self._done[:] = False
             self._last = self._observation(obs, mask)
         else:
@@ -304,6 +307,7 @@ class CoreTorchEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDict:
         actions = tensordict.get((GROUP, "action")).numpy()
         obs, mask, reward, done, info = self.benv.step(actions)
+        assert isinstance(obs, np.ndarray), "the full observation, not blocks"
         self._done = done
         if self.log is not None:
             self.log.step_batch(self.benv.num_envs, info["episode"])
