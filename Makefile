@@ -22,7 +22,7 @@ RLLIB_VENV := .venv-rllib
 RLLIB_PY := $(RLLIB_VENV)/bin/python
 RLLIB_STAMP := $(RLLIB_VENV)/.installed
 
-.PHONY: marl-rllib demo test bench-speed docs data test-rllib marl check-core clean
+.PHONY: marl-rllib demo test lint bench-speed docs data test-rllib marl check-core clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the guardrails, both at zero findings: ruff (pyflakes, syntax errors, bugbear, import order;
+# [tool.ruff] in pyproject.toml) and mypy on the three packages ([tool.mypy])
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy core_env mara_agents benchmarks
 
 bench-speed: $(STAMP)
 	$(PY) -m benchmarks speed
