@@ -4,7 +4,7 @@ which a suite module joins the command line (:mod:`benchmarks.cli`).
 Contract: a suite module exposes ``COMMAND = Command(name, help, add_arguments, run)``.
 ``add_arguments(parser)`` adds the suite's flags to its subparser, the common ones through
 the helpers here, so that they are spelt, typed and checked alike in every suite:
-``--presets`` (preset ids; a suite that runs one preset takes exactly one), ``--seeds`` (at
+``--presets`` (preset ids; a suite that runs one preset takes ``--preset``, one id), ``--seeds`` (at
 least 1) with ``--seed-offset`` (the first seed, at least 0), ``--workers`` (at least 1),
 ``--out``, ``--fresh``, ``--policies``, ``--reference`` and ``--backend`` /
 ``--ray-address``.
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,10 +135,14 @@ policy_spec = arg_type(lambda text: _parsed_policy(text).text)
 
 
 class _OnePreset(argparse.Action):
-    """``--presets`` of a suite that runs one preset: exactly one id."""
+    """``--preset`` of a suite that runs one preset: exactly one id (``--presets``, its name
+    before, still works with a ``FutureWarning``)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        if option_string == "--presets":
+            warnings.warn("--presets: this suite runs one preset; the flag is --preset now "
+                          "(--presets goes in the next release)", FutureWarning, stacklevel=2)
         if len(values) != 1:
             raise argparse.ArgumentError(self, f"expected one preset id (this suite runs one "
                                                f"preset), got {len(values)}: {values}")
@@ -147,10 +152,12 @@ class _OnePreset(argparse.Action):
 def add_presets(parser: argparse.ArgumentParser, default: Sequence[str], *, one: bool = False,
                 choices: Sequence[str] | None = None, help: str | None = None,
                 overrides: Callable[[str], Any] | None = None) -> None:
-    """``--presets ID [ID ...]`` (a list); with ``one``, exactly one id (see
-    :func:`preset_id` for ``choices`` and ``overrides``)."""
+    """``--presets ID [ID ...]`` (a list); with ``one``, ``--preset ID``: exactly one id
+    (``args.presets`` either way; see :func:`preset_id` for ``choices`` and
+    ``overrides``)."""
     text = help or ("preset id (this suite runs exactly one)" if one else "preset ids")
-    parser.add_argument("--presets", nargs="+", type=preset_id(choices, overrides),
+    flags = ("--preset", "--presets") if one else ("--presets",)
+    parser.add_argument(*flags, dest="presets", nargs="+", type=preset_id(choices, overrides),
                         metavar="PRESET",
                         default=list(default), action=_OnePreset if one else "store",
                         help=text)

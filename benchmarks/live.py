@@ -15,8 +15,8 @@ Per episode it stores the live and simulated statistics, the wall time, the time
 live episode's record is kept (``records/``), so a replay can be rerun or inspected.
 Episodes are written as they finish; rerunning resumes.
 
-    mara-bench live --presets Live-Small-v0 --seeds 10     # lara, edf, successive_halving
-    mara-bench live --presets Live-v0 --seeds 10           # lara, edf, mara
+    mara-bench live --preset Live-Small-v0 --seeds 10     # lara, edf, successive_halving
+    mara-bench live --preset Live-v0 --seeds 10           # lara, edf, mara
     mara-bench live --pilots my/pilots.npz                 # tasks from your own jobs' pilots
 """
 

@@ -1,7 +1,7 @@
 """Policy inference cost: wall time of whole episodes per policy, in one process, one torch
 thread, interleaved over the same seeds (``python -m benchmarks policy-time``).
 
-    python -m benchmarks policy-time --policies mara lara --presets CoRE-v0 --seeds 5
+    python -m benchmarks policy-time --policies mara lara --preset CoRE-v0 --seeds 5
 
 For every seed, each policy runs the full episode (forecasts included: the forecast wrapper
 is part of the policy's cost) after one untimed warm-up episode per policy; the report gives

@@ -17,7 +17,7 @@ part: the resident set size (``/proc/self/statm``) and the peak RSS so far
 and the first episodes are allocated); the part counts as flat when the peak RSS grows by
 less than 5% (and 16 MiB) from there to the end.
 
-    mara-bench soak --presets CoRE-v0 --env-steps 1000000 --batched-steps 100000
+    mara-bench soak --preset CoRE-v0 --env-steps 1000000 --batched-steps 100000
 """
 
 from __future__ import annotations

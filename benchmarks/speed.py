@@ -3,7 +3,7 @@
 For each backend of :data:`core_env.dynamics.BACKENDS` (``numba``, the default, and
 ``numpy``, the reference the kernels must equal bit for bit), in interleaved runs:
 
-* the PettingZoo env's steps/s on ``--presets`` (one preset, CoRE-v0);
+* the PettingZoo env's steps/s on ``--preset`` (one preset, CoRE-v0);
 * the batched simulator at B = 1, 64 and 256 on that preset: env-steps/s and node-decisions/s,
   and at B = 256 with ``observations="blocks"`` (no per-node copies of the task table);
 * cluster sizes N = 16, 64, 256 and 1,024 with K = N / 2 and the training load per node

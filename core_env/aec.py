@@ -48,7 +48,7 @@ class CoreAECWrapper(parallel_to_aec_wrapper):
         acted = order[:min(order.index(agent), order.index(self.agent_selection))]
         if not acted:
             return obs
-        cap = self.env.unwrapped.layout.capacity(obs["observation"])
+        cap = self.env.unwrapped.task_caps(obs)
         earlier = np.array([self._actions[a] for a in acted], dtype=np.int64)
         mask = sequential_mask(obs["action_mask"], cap, earlier)
         return {**obs, "action_mask": mask.astype(obs["action_mask"].dtype, copy=False)}

@@ -4,7 +4,9 @@
 agent chooses every node's action at once. Action ``MultiDiscrete([K + 1] * N)``;
 observation ``Dict(state=Box(S), action_mask=Box((N, K + 1), int8))`` where ``state`` is the
 PettingZoo env's global state; ``action_masks()`` returns the flat boolean mask that
-sb3-contrib's MaskablePPO expects. The reward is the team reward.
+sb3-contrib's MaskablePPO expects. The reward is the team reward. With
+``observations="blocks"`` the observation is the entity view instead:
+``Dict(globals=Box(G), nodes=Box((N, NF)), tasks=Box((K, F)), action_mask=...)``.
 
 At the end of an episode ``info["episode"]`` holds the PettingZoo env's statistics plus
 Stable-Baselines3's ``r`` (return), ``l`` (length) and ``t`` (seconds since reset), so a plain
@@ -23,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from core_env.config import CoreConfig
-from core_env.env import CoreSchedulerEnv
+from core_env.env import CoreSchedulerEnv, block_spaces
 
 
 class CentralCoreEnv(gymnasium.Env):
@@ -32,17 +34,24 @@ class CentralCoreEnv(gymnasium.Env):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
-                 render_mode: str | None = None, **overrides: Any) -> None:
-        self.par = CoreSchedulerEnv(config, preset=preset, render_mode=render_mode, **overrides)
+                 render_mode: str | None = None, observations: str = "full",
+                 **overrides: Any) -> None:
+        self.par = CoreSchedulerEnv(config, preset=preset, render_mode=render_mode,
+                                    observations=observations, **overrides)
+        self.observations = observations
         self.render_mode = render_mode
         self.config = self.par.config
         n, k = self.config.cluster.n_nodes, self.config.cluster.max_visible_tasks
         self.n_nodes, self.n_actions = n, k + 1
         self.action_space = spaces.MultiDiscrete([k + 1] * n)
-        self.observation_space = spaces.Dict({
-            "state": self.par.state_space,
-            "action_mask": spaces.Box(0, 1, shape=(n, k + 1), dtype=np.int8),
-        })
+        mask_space = spaces.Box(0, 1, shape=(n, k + 1), dtype=np.int8)
+        if observations == "blocks":
+            lay = self.par.layout
+            self.observation_space = spaces.Dict({
+                **block_spaces(lay, *lay.bounds(), n_rows=n), "action_mask": mask_space})
+        else:
+            self.observation_space = spaces.Dict({"state": self.par.state_space,
+                                                  "action_mask": mask_space})
         self._mask = np.ones((n, k + 1), dtype=np.int8)
         self._started = time.perf_counter()
 
@@ -85,4 +94,7 @@ class CentralCoreEnv(gymnasium.Env):
         ob, sim = self.par._observer, self.par.sim
         ob.compute(sim)  # the blocks state() reads; no per-node observations
         self._mask = ob.write_mask(sim, ob.mask)[0].copy()
+        if self.observations == "blocks":
+            return {"globals": ob.globals[0].copy(), "nodes": ob.nodes[0].copy(),
+                    "tasks": ob.table[0].copy(), "action_mask": self._mask.copy()}
         return {"state": self.par.state(), "action_mask": self._mask.copy()}

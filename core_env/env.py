@@ -88,7 +88,7 @@ class CoreSchedulerEnv(ParallelEnv):
 
     def __init__(self, config: CoreConfig | None = None, *, preset: str | None = None,
                  render_mode: str | None = None, backend: str | None = None,
-                 **overrides: Any) -> None:
+                 observations: str = "full", **overrides: Any) -> None:
         if "max_cycles" in overrides:  # PettingZoo's name for the step limit
             if "max_steps" in overrides:
                 raise ValueError("max_cycles: give max_cycles or max_steps, not both")
@@ -103,6 +103,12 @@ class CoreSchedulerEnv(ParallelEnv):
             config = config.replace(**overrides)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode: expected None or 'ansi', got {render_mode!r}")
+        from core_env.batched import OBSERVATIONS
+
+        if observations not in OBSERVATIONS:
+            raise ValueError(f"observations: expected one of {OBSERVATIONS}, got "
+                             f"{observations!r}")
+        self.observations = observations
         self.config = config
         self.render_mode = render_mode
         self.params = dynamics.StepParams.from_config(config, backend)
@@ -115,10 +121,13 @@ class CoreSchedulerEnv(ParallelEnv):
         self.layout: Layout = self._observer.obs_layout
         self.state_layout: Layout = self._observer.state_layout
         lo, hi = self.layout.bounds()
-        obs_space = spaces.Dict({
-            "observation": spaces.Box(lo, hi, dtype=np.float32),
-            "action_mask": spaces.Box(0, 1, shape=(k + 1,), dtype=np.int8),
-        })
+        mask_space = spaces.Box(0, 1, shape=(k + 1,), dtype=np.int8)
+        if observations == "blocks":
+            obs_space = spaces.Dict({**block_spaces(self.layout, lo, hi, n_rows=0),
+                                     "action_mask": mask_space})
+        else:
+            obs_space = spaces.Dict({"observation": spaces.Box(lo, hi, dtype=np.float32),
+                                     "action_mask": mask_space})
         self.observation_spaces = {a: obs_space for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(k + 1) for a in self.possible_agents}
         slo, shi = self.state_layout.bounds()
@@ -225,6 +234,8 @@ class CoreSchedulerEnv(ParallelEnv):
         return stats
 
     def _observations(self) -> dict[str, dict[str, np.ndarray]]:
+        if self.observations == "blocks":
+            return self._block_observations()
         # written straight into fresh arrays; the agents' entries are row views of them, so
         # observations the caller keeps are never overwritten by a later step
         obs, mask = self._observer.observe(self.sim, out=(
@@ -233,6 +244,25 @@ class CoreSchedulerEnv(ParallelEnv):
         own_obs, own_mask = obs[0], mask[0]
         return {a: {"observation": own_obs[i], "action_mask": own_mask[i]}
                 for i, a in enumerate(self.possible_agents)}
+
+    def _block_observations(self) -> dict[str, dict[str, np.ndarray]]:
+        """``observations="blocks"``: fresh arrays each step; ``globals`` and ``tasks`` are
+        one read-only array shared by every node, ``node`` and ``action_mask`` row views."""
+        ob = self._observer
+        ob.compute(self.sim)
+        mask = ob.write_mask(self.sim, np.empty(ob.mask.shape, dtype=np.int8))[0]
+        glob, tasks, nodes = ob.globals[0].copy(), ob.table[0].copy(), ob.nodes[0].copy()
+        glob.flags.writeable = tasks.flags.writeable = False
+        return {a: {"globals": glob, "node": row, "tasks": tasks, "action_mask": m}
+                for a, row, m in zip(self.possible_agents, list(nodes), list(mask),
+                                     strict=True)}
+
+    def task_caps(self, observation: dict[str, np.ndarray]) -> np.ndarray:
+        """int64[K] the visible tasks' caps from one node's observation (either format)."""
+        if "tasks" in observation:
+            col = self.layout.task_column("cap")
+            return np.rint(observation["tasks"][:, col] * self.layout.n_nodes).astype(np.int64)
+        return self.layout.capacity(observation["observation"])
 
     def check_action(self, agent: Any, act: Any) -> int:
         """``act`` as an int if it is a valid action of ``agent``, else an exception naming
@@ -257,6 +287,15 @@ class CoreSchedulerEnv(ParallelEnv):
             raise ValueError(f"actions: expected a dict agent -> int, got "
                              f"{type(actions).__name__}")
         index, k = self._index, self.config.cluster.max_visible_tasks
+        if actions.keys() == index.keys() and set(map(type, actions.values())) <= _PLAIN_INTS:
+            # every agent once, plain ints (checked in C): one array, one range check
+            try:
+                joint = np.fromiter(map(actions.__getitem__, self.possible_agents), np.int64,
+                                    len(index))
+            except OverflowError:  # a uint64 beyond int64: the check below names it
+                joint = np.empty(0, dtype=np.int64)
+            if joint.size and 0 <= joint.min() and joint.max() <= k:
+                return joint
         values = [0] * len(self.possible_agents)
         for agent, act in actions.items():
             i = index.get(agent) if type(agent) is str else None
@@ -268,6 +307,24 @@ class CoreSchedulerEnv(ParallelEnv):
             missing = [a for a in self.agents if a not in actions]
             raise KeyError(f"missing actions for agents {missing}")
         return np.array(values, dtype=np.int64)
+
+
+def block_spaces(layout: Layout, lo: np.ndarray, hi: np.ndarray, n_rows: int
+                 ) -> dict[str, Any]:
+    """The Box spaces of ``observations="blocks"`` from a layout's flat bounds: ``globals``
+    [G], ``node`` [NF] (``n_rows=0``: one node's) or ``nodes`` [n_rows, NF], and ``tasks``
+    [K, F]."""
+    g, nb, tb = layout.global_size, layout.node_block, layout.task_block
+    k, f = layout.n_slots, layout.task_size
+    node_lo, node_hi = lo[nb][: layout.node_size], hi[nb][: layout.node_size]
+    out = {"globals": spaces.Box(lo[:g], hi[:g], dtype=np.float32)}
+    if n_rows:
+        out["nodes"] = spaces.Box(np.tile(node_lo, (n_rows, 1)), np.tile(node_hi, (n_rows, 1)),
+                                  dtype=np.float32)
+    else:
+        out["node"] = spaces.Box(node_lo, node_hi, dtype=np.float32)
+    out["tasks"] = spaces.Box(lo[tb].reshape(k, f), hi[tb].reshape(k, f), dtype=np.float32)
+    return out
 
 
 class _CallableModule(types.ModuleType):

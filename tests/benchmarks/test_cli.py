@@ -50,7 +50,7 @@ def test_every_suite_is_a_subcommand_listed_by_help():
 def test_the_common_flags_are_the_same_in_every_suite():
     for name, sp in subparsers().items():
         opts = options(sp)
-        assert "--preset" not in opts, name
+        assert ("--preset" in opts) == (name in ONE_PRESET), name  # singular: one value
         assert ("--seeds" in opts) == (name in WITH_SEEDS), name
         assert ("--seed-offset" in opts) == (name in WITH_SEEDS), name
         assert ("--presets" in opts) == (name in ONE_PRESET | MANY_PRESETS), name
@@ -72,7 +72,14 @@ def test_seeds_and_seed_offset_parse_alike(suite):
 @pytest.mark.parametrize("suite", sorted(ONE_PRESET | MANY_PRESETS))
 def test_presets_parse_alike(suite):
     preset = "Live-v0" if suite in ("live", "session") else "CoRE-Small-v0"
-    assert parse(suite, "--presets", preset).presets == [preset]
+    if suite in ONE_PRESET:
+        assert parse(suite, "--preset", preset).presets == [preset]
+        with pytest.warns(FutureWarning, match="the flag is --preset now"):
+            assert parse(suite, "--presets", preset).presets == [preset]  # its old name
+        with pytest.raises(SystemExit):
+            parse(suite, "--preset", preset, preset)
+    else:
+        assert parse(suite, "--presets", preset).presets == [preset]
     if suite in MANY_PRESETS:
         two = ["CoRE-Small-v0", "CoRE-v0"]
         assert parse(suite, "--presets", *two).presets == two
@@ -82,12 +89,13 @@ def test_presets_parse_alike(suite):
                                          - {"live", "session", "marl"}))
 def test_a_preset_with_overrides_parses_where_episodes_are_simulated(suite):
     spec = "CoRE-Small-v0:switch_cost=0.3,speed_choices=(0.5, 1, 2)"
-    assert parse(suite, "--presets", spec).presets == [spec]
+    flag = "--preset" if suite in ONE_PRESET else "--presets"
+    assert parse(suite, flag, spec).presets == [spec]
     for bad, _says in (("CoRE-Small-v0:switch_cost=3", "switch_cost: expected a finite"),
                       ("CoRE-Small-v0:nope=1", "unknown configuration override 'nope'"),
                       ("CoRE-Small-v0:switch_cost", "expected ID:name=value")):
         with pytest.raises(SystemExit):
-            parse(suite, "--presets", bad)
+            parse(suite, flag, bad)
 
 
 def test_marl_takes_plain_ids_only(capsys):
@@ -97,11 +105,11 @@ def test_marl_takes_plain_ids_only(capsys):
 
 
 def test_live_takes_its_own_presets_with_overrides(capsys):
-    assert parse("live", "--presets", "Live-v0:load=3").presets == ["Live-v0:load=3"]
+    assert parse("live", "--preset", "Live-v0:load=3").presets == ["Live-v0:load=3"]
     for bad, says in (("CoRE-Small-v0:switch_cost=0.3", "expected a preset id, one of"),
                       ("Live-v0:load=-1", "load")):
         with pytest.raises(SystemExit):
-            parse("live", "--presets", bad)
+            parse("live", "--preset", bad)
         assert says in capsys.readouterr().err
 
 
@@ -118,10 +126,12 @@ def test_workers_parse_alike(suite):
     *[(s, ["--workers", "x"], "argument --workers: expected an integer >= 1, got 'x'")
       for s in sorted(WITH_WORKERS)],
     *[(s, ["--presets", "CoRE-v9"], "argument --presets: expected a preset id, one of")
-      for s in sorted(ONE_PRESET | MANY_PRESETS)],
-    *[(s, ["--presets", "CoRE-v0", "CoRE-Heavy-v0"], "this suite runs one preset")
+      for s in sorted(MANY_PRESETS)],
+    *[(s, ["--preset", "CoRE-v9"], "argument --preset/--presets: expected a preset id, one of")
+      for s in sorted(ONE_PRESET)],
+    *[(s, ["--preset", "CoRE-v0", "CoRE-Heavy-v0"], "this suite runs one preset")
       for s in sorted(ONE_PRESET - {"live", "session"})],
-    *[(s, ["--presets", "CoRE-v0"], "expected a preset id, one of Live-Small-v0, Live-v0")
+    *[(s, ["--preset", "CoRE-v0"], "expected a preset id, one of Live-Small-v0, Live-v0")
       for s in ("live", "session")],
     ("speed", ["--seconds", "inf"], "argument --seconds: expected a positive finite number"),
     ("speed", ["--backends", "cuda"], "argument --backends: expected one of numba, numpy"),

@@ -47,7 +47,7 @@ def test_paired_differences_against_the_first_checkpoint_and_lara(two_runs):
 def test_the_cli_prints_a_table_and_workers_agree(two_runs, tmp_path, capsys):
     a, b = two_runs
     out = tmp_path / "res.json"
-    assert main(["checkpoints", str(a), str(b), "--presets", "CoRE-Small-v0", "--seeds", "2",
+    assert main(["checkpoints", str(a), str(b), "--preset", "CoRE-Small-v0", "--seeds", "2",
                  "--seed-offset", "3", "--workers", "2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| checkpoint | completion % |" in text and str(b) in text

@@ -18,7 +18,7 @@ pytest.importorskip("sklearn")
 
 
 def test_the_live_suite_writes_its_table_and_resumes(tmp_path, monkeypatch, capsys):
-    assert main(["live", "--presets", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
+    assert main(["live", "--preset", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
                  "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert "| edf | 1 |" in table
@@ -56,7 +56,7 @@ def test_the_live_suite_runs_on_your_own_pilots(tmp_path, capsys):
     path = make_pilots([(counter, {"rate": 0.5}), (counter, {"rate": 1.0})], seeds=2,
                        units=40, nodes=(2,)).save(tmp_path / "mine.npz")
     out = tmp_path / "out"
-    assert main(["live", "--presets", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
+    assert main(["live", "--preset", "Live-Small-v0", "--policies", "edf", "--seeds", "1",
                  "--pilots", str(path), "--max-running", "2", "--out", str(out)]) == 0
     (row,) = json.loads((out / "live.json").read_text())
     assert row["pilots"] == str(path.resolve()) and row["arrived"] > 0

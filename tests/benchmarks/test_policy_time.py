@@ -12,7 +12,7 @@ from benchmarks.cli import main
 
 def test_policy_time_reports_medians_and_ratios(tmp_path, capsys):
     out = tmp_path / "pt.json"
-    assert main(["policy-time", "--policies", "edf", "random", "--presets", "CoRE-Small-v0",
+    assert main(["policy-time", "--policies", "edf", "random", "--preset", "CoRE-Small-v0",
                  "--seeds", "2", "--out", str(out)]) in (0, None)
     res = json.loads(out.read_text())
     rows = {r["policy"]: r for r in res["rows"]}

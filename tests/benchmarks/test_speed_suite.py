@@ -21,7 +21,7 @@ def test_slope_of_a_known_power_law():
 @pytest.mark.skipif(pmath.BACKEND != "numba", reason="numba is not installed")
 def test_speed_suite_writes_every_measure(tmp_path, capsys):
     out = tmp_path / "speed.json"
-    assert main(["speed", "--presets", "CoRE-Small-v0", "--runs", "2", "--seconds", "0.02",
+    assert main(["speed", "--preset", "CoRE-Small-v0", "--runs", "2", "--seconds", "0.02",
                  "--batch-sizes", "1", "4", "--sizes", "8", "16", "--no-first-call",
                  "--out", str(out)]) in (0, None)
     res = json.loads(out.read_text())

@@ -11,7 +11,7 @@ from benchmarks import cli, soak
 
 
 def test_a_tiny_soak_runs_checks_and_writes_its_results(tmp_path):
-    assert cli.main(["soak", "--presets", "CoRE-Small-v0", "--env-steps", "400",
+    assert cli.main(["soak", "--preset", "CoRE-Small-v0", "--env-steps", "400",
                      "--batched-steps", "60", "--num-envs", "4", "--out", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "soak.json").read_text())
     assert res["errors"] == 0 and res["env_steps"] == 400
