@@ -161,7 +161,9 @@ def make_policy(name: str | PolicySpec, env: Any, *, forecaster: Any = None,
 
 def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
     """The model file a MARL spec runs on ``preset``: the spec's file if it names one, else
-    the one trained on ``preset``, else (with a
+    the one trained on ``preset`` (in the spec's models folder; for a plain name, in
+    :data:`mara_agents.marl.MODELS_DIR`, else the one shipped,
+    :data:`mara_agents.marl.SHIPPED_MODELS`), else (with a
     warning naming the file) the one trained on its base preset (for an id with overrides,
     ``CoRE-Small-v0:load=2``), else the one trained on
     :data:`mara_agents.marl.TRAINING_PRESET`.
@@ -169,7 +171,7 @@ def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
     Raises:
         ValueError: no preset given, or no model (naming the files and the command)."""
     from core_env.presets import split_preset
-    from mara_agents.marl import model_file, model_path
+    from mara_agents.marl import model_file, model_path, shipped_model
 
     spec = PolicySpec.parse(spec)
     if spec.models.is_file():  # one model file: its layout is checked when it loads
@@ -178,9 +180,12 @@ def marl_model(spec: str | PolicySpec, preset: str | None) -> Path:
         raise ValueError(f"preset: {spec.text} runs the model trained on a preset; pass "
                          f"preset=<the env's preset id> to make_policy")
     base = split_preset(preset)[0]
-    own = model_file(spec.models, base, spec.name)
-    path = own if own.is_file() else model_path(spec.models, base, spec.name)
-    if path != own or base != preset:
+    owns = [model_file(spec.models, base, spec.name)]
+    if spec.argument is None:
+        owns.append(shipped_model(base, spec.name))
+    path = next((p for p in owns if p.is_file()), None) or model_path(spec.models, base,
+                                                                      spec.name)
+    if path not in owns or base != preset:
         warnings.warn(f"{spec.text} on {preset}: no model trained on it, running {path}",
                       stacklevel=3)
     return path

@@ -211,7 +211,11 @@ class PolicySpec:
         if self.kind == "marl":
             if self.models.is_file():
                 return file_fingerprint(self.models)
+            from mara_agents.marl import SHIPPED_MODELS
+
             files = sorted(self.models.glob(f"*/{self.name}-seed0.pt"))
+            if self.argument is None:
+                files += sorted(SHIPPED_MODELS.glob(f"*/{self.name}.pt"))
             return file_fingerprint(*files) if files else None
         if self.kind == "baseline":
             return None

@@ -38,6 +38,17 @@ Measured (docs/integrations.md): a run trains the same weights with numpy and gl
 restricted to an older CPU's kernels, about 7% slower; without them, one command and seed
 gave 53.3%, 55.0% and 56.7% at three SIMD levels of one machine."""
 
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "weights" / "marl"
+"""The trained models that ship with the package (``<preset>/<algorithm>.pt``, each written
+by ``python -m mara_agents.marl train``, its training seed in the file, and integrity-checked
+when it loads): the plain MARL names run them where :data:`MODELS_DIR` has no model of that
+preset (:func:`shipped_model`)."""
+
+
+def shipped_model(preset: str, algorithm: str) -> Path:
+    """The shipped model of ``algorithm`` on ``preset`` (the file may not exist)."""
+    return SHIPPED_MODELS / preset / f"{algorithm}.pt"
+
 TRAINING_PRESET = "CoRE-v0"
 """The preset whose model runs on a preset that has none of its own."""
 

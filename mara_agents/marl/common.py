@@ -309,6 +309,45 @@ class SharedTableMLP(torch.nn.Module):
         return h
 
 
+class SlotSharedActor(torch.nn.Module):
+    """An actor that does not depend on K: task k's logit is one network of (the node's own
+    columns, task k's row of the table), the same weights for every visible task; idle's is a
+    second network of the own columns. ``x float32[..., D] -> logits float32[..., K + 1]``
+    for any K (the table's rows are ``task_size`` wide after the first ``own`` columns)."""
+
+    def __init__(self, own: int, task_size: int, hidden: list[int],
+                 activation: str = "tanh") -> None:
+        super().__init__()
+        self.own, self.task_size = own, task_size
+        self.score = mlp([own + task_size, *hidden, 1], activation)
+        self.idle = mlp([own, *hidden, 1], activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        own = x[..., : self.own]
+        tasks = x[..., self.own:].unflatten(-1, (-1, self.task_size))  # [..., K, F]
+        pair = torch.cat([own.unsqueeze(-2).expand(*tasks.shape[:-1], self.own), tasks], -1)
+        return torch.cat([self.idle(own), self.score(pair).squeeze(-1)], -1)
+
+
+def actor_network(spec: dict[str, Any]) -> torch.nn.Module:
+    """The actor a model file's ``config["actor"]`` describes: ``{"kind": "slot_shared",
+    "own", "task_size", "hidden", "activation"}`` (:class:`SlotSharedActor`) or, without a
+    kind (``"mlp"``), ``{"sizes", "activation"}`` (:func:`mlp`).
+
+    Raises:
+        ValueError: another kind, or a spec without its entries."""
+    kind = spec.get("kind", "mlp")
+    try:
+        if kind == "slot_shared":
+            return SlotSharedActor(int(spec["own"]), int(spec["task_size"]),
+                                   [int(h) for h in spec["hidden"]], spec["activation"])
+        if kind == "mlp":
+            return mlp(list(spec["sizes"]), spec["activation"])
+    except KeyError as e:
+        raise ValueError(f"actor: a {kind} spec without {e}") from None
+    raise ValueError(f"actor: expected kind 'mlp' or 'slot_shared', got {kind!r}")
+
+
 class SharedActorPolicy:
     """A trained parameter-shared actor as a :class:`~mara_agents.policy.Policy`: each node's
     logits from its own features (one network for all), decoded as the model was trained
@@ -330,7 +369,7 @@ class SharedActorPolicy:
         spec = blob["config"].get("actor")
         if not isinstance(spec, dict) or "actor_state" not in blob:
             raise ValueError(f"{path}: a {algorithm} model without an actor")
-        self.net = mlp(list(spec["sizes"]), spec["activation"])
+        self.net = actor_network(spec)
         try:
             self.net.load_state_dict(blob["actor_state"])
         except RuntimeError as e:

@@ -31,6 +31,7 @@ from mara_agents.marl.common import (
     CurveLog,
     RecordParallel,
     SharedTableMLP,
+    SlotSharedActor,
     env_layout,
     mlp,
     save_model,
@@ -59,6 +60,11 @@ class TorchRLPPOConfig(BatchedPPOSettings):
     separate_clip: bool = True
     """Clip the actor's and the critic's gradients to ``max_grad_norm`` each (False: jointly,
     which lets the critic's larger gradients shrink the actor's steps)."""
+    actor_kind: str = "mlp"
+    """The shared actor (the model file's ``config["actor"]`` then describes it): ``"mlp"`` (an MLP over the node's flat observation, its output one
+    logit per action) or ``"slot_shared"`` (:class:`~mara_agents.marl.common.SlotSharedActor`:
+    one network scores each visible task from its row and the node's own features, so the
+    actor does not depend on K)."""
     shared_table: bool = True
     """Compute the node networks' first layer on the task table, which every node's
     observation repeats, once per env (:class:`~mara_agents.marl.common.SharedTableMLP`: the
@@ -69,6 +75,9 @@ class TorchRLPPOConfig(BatchedPPOSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_decoding(self.decoding)
+        if self.actor_kind not in ("mlp", "slot_shared"):
+            raise ValueError(f"actor_kind: expected 'mlp' or 'slot_shared', got "
+                             f"{self.actor_kind!r}")
 
 
 STAT_KEYS = {"entropy": "entropy", "value_loss": "loss_critic", "approx_kl": "kl_approx",
@@ -182,7 +191,15 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
     def node_net(net_sizes: list[int]) -> torch.nn.Module:
         return SharedTableMLP(net_sizes, own) if config.shared_table else mlp(net_sizes)
 
-    actor_net = node_net(sizes)
+    if config.actor_kind == "slot_shared":
+        task_size = observation_layout(n, k1 - 1).task_size
+        actor_spec: dict[str, object] = {"kind": "slot_shared", "own": own,
+                                         "task_size": task_size,
+                                         "hidden": list(config.hidden), "activation": "tanh"}
+        actor_net: torch.nn.Module = SlotSharedActor(own, task_size, list(config.hidden))
+    else:
+        actor_spec = {"sizes": sizes, "activation": "tanh"}
+        actor_net = node_net(sizes)
     obs_key, mask_key = (GROUP, "observation", "observation"), (GROUP, "action_mask")
     actor = ProbabilisticActor(
         TensorDictModule(actor_net, in_keys=[obs_key], out_keys=[(GROUP, "logits")]),
@@ -252,7 +269,6 @@ def train(algorithm: str, preset: str, env_steps: int, seed: int, out: str | Pat
         collector.update_policy_weights_()
     collector.shutdown()
     plain = actor_net.net if isinstance(actor_net, SharedTableMLP) else actor_net  # the mlp
-    cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden),
-           "actor": {"sizes": sizes, "activation": "tanh"}}
+    cfg = {**dataclasses.asdict(config), "hidden": list(config.hidden), "actor": actor_spec}
     return save_model(out, algorithm, preset, seed, env_steps, started, "torchrl", cfg,
                       layout, log, {"actor_state": dict(plain.state_dict())})

@@ -145,3 +145,30 @@ def test_value_norm_tracks_the_targets_it_has_seen():
     assert torch.allclose(norm.var.double(), both.var(unbiased=False), atol=1e-4)
     x = torch.randn(7, 3)
     assert torch.allclose(norm(x), norm.net(x) * norm.std + norm.mean)
+
+
+def test_the_slot_shared_actor_scores_each_task_alike_for_any_k(tmp_path, one_torch_thread):
+    from mara_agents.marl.common import SlotSharedActor, actor_network
+
+    torch.manual_seed(0)
+    net = SlotSharedActor(own=5, task_size=3, hidden=[8])
+    x = torch.randn(2, 4, 5 + 3 * 6)  # K = 6
+    out = net(x)
+    assert out.shape == (2, 4, 7)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    table = x[..., 5:].unflatten(-1, (6, 3))[..., perm, :].flatten(-2)
+    moved = net(torch.cat([x[..., :5], table], -1))
+    torch.testing.assert_close(moved[..., 1:], out[..., 1:][..., perm])  # equivariant
+    torch.testing.assert_close(moved[..., 0], out[..., 0])
+    assert net(x[..., : 5 + 3 * 2]).shape == (2, 4, 3)  # the same weights at K = 2
+    with pytest.raises(ValueError, match="expected kind"):
+        actor_network({"kind": "gnn"})
+    small = dict(steps_per_update=128, minibatch_size=64, epochs=1, num_envs=4)
+    path = torchrl_ppo.train("ippo", PRESET, 256, 0, tmp_path / "s.pt",
+                             torchrl_ppo.TorchRLPPOConfig(**small, actor_kind="slot_shared"))
+    assert load_model(path, "ippo")["config"]["actor"]["kind"] == "slot_shared"
+    env = core_env.parallel_env(preset=PRESET)
+    stats = run_episode(env, make_marl_policy(env, "ippo", path), seed=2)
+    assert stats["capacity_conflicts"] == 0 and stats["illegal_actions"] == 0
+    with pytest.raises(ValueError, match="actor_kind"):
+        torchrl_ppo.TorchRLPPOConfig(actor_kind="gnn")
