@@ -18,132 +18,34 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
 from core_env import pmath
-from core_env.banks import REAL_FAMILIES, place_curves
+from core_env.banks import place_curves
 
-WORK_MIN = 0.25
-"""First grid point (node-slots); the curve is flat below it."""
-
-WORK_MAX = 4096.0
-"""Last grid point (node-slots); the curve is flat above it."""
-
-GRID_SIZE = 64
-"""Number of grid points."""
-
-LOG_WORK_GRID = np.linspace(pmath.log(WORK_MIN), pmath.log(WORK_MAX), GRID_SIZE)
-"""float64[G]: the log-work grid."""
-
-GRID_STEP = float(LOG_WORK_GRID[1] - LOG_WORK_GRID[0])
-"""Spacing of the log-work grid."""
-
-FAMILIES = ("supervised", "rl", "vision") + REAL_FAMILIES
-"""Family names; a task's ``family`` is an index into this tuple. The first three are
-synthetic; the others replay real curves from the shipped banks (:mod:`core_env.banks`)."""
-
-SUPERVISED_SHAPES = ("pow3", "weibull", "mmf", "ilog")
-
-
-@dataclass(frozen=True)
-class FamilyParams:
-    """Parameter ranges of one curve family in one mix. Ranges are (low, high)."""
-
-    family: str
-    """One of :data:`FAMILIES`."""
-    exponent: tuple[float, float]
-    """Shape exponent k (uniform)."""
-    scale_frac: tuple[float, float]
-    """Curve scale as a fraction of the required work s* (log-uniform): small values put
-    the target late on the curve, where it flattens."""
-    initial_loss: tuple[float, float]
-    """l_0 (uniform)."""
-    floor_frac: tuple[float, float]
-    """l_inf / l_0 (uniform)."""
-    noise_sigma: float
-    """Std of the correlated noise component (log-loss units)."""
-    white_sigma: float
-    """Std of the white noise component (log-loss units)."""
-    stages: tuple[int, int] = (1, 1)
-    """rl: number of plateau stages; vision: number of learning-rate drops (inclusive)."""
-    drop_factor: tuple[float, float] = (0.4, 0.7)
-    """vision: factor applied to the loss above the floor at each learning-rate drop."""
-    regression_prob: float = 0.0
-    """rl: probability that a task has a regression bump."""
-    regression_size: tuple[float, float] = (0.05, 0.3)
-    """rl: height of the regression bump (log-loss units)."""
-
-
-@dataclass(frozen=True)
-class RealFamily:
-    """A real family in a mix: its tasks replay curves of one split of its bank."""
-
-    family: str
-    """One of :data:`core_env.banks.REAL_FAMILIES`."""
-    split: str
-    """One of :data:`core_env.banks.SPLITS`."""
-
-
-def _real_mix(split: str) -> tuple[tuple[RealFamily, float], ...]:
-    """The real families in the proportions of the paper's workloads: in-distribution
-    supervised (lcdb) 0.4, reinforcement learning 0.3, vision 0.3 (scan and real-vision)."""
-    weights = {"lcdb": 0.4, "sb3-rl": 0.3, "scan": 0.15, "real-vision": 0.15}
-    return tuple((RealFamily(f, split), w) for f, w in weights.items())
-
-
-MIXES: dict[str, tuple[tuple[FamilyParams | RealFamily, float], ...]] = {
-    "train": (
-        (FamilyParams("supervised", exponent=(0.6, 1.6), scale_frac=(0.03, 1.0),
-                      initial_loss=(1.0, 3.0), floor_frac=(0.02, 0.3),
-                      noise_sigma=0.02, white_sigma=0.006), 0.4),
-        (FamilyParams("rl", exponent=(0.6, 1.2), scale_frac=(0.05, 0.8),
-                      initial_loss=(0.8, 1.0), floor_frac=(0.05, 0.4),
-                      noise_sigma=0.03, white_sigma=0.03, stages=(1, 2),
-                      regression_prob=0.4), 0.3),
-        (FamilyParams("vision", exponent=(0.3, 0.8), scale_frac=(0.02, 0.5),
-                      initial_loss=(2.0, 4.6), floor_frac=(0.05, 0.2),
-                      noise_sigma=0.015, white_sigma=0.01, stages=(1, 2)), 0.3),
-    ),
-    "held-out": (
-        (FamilyParams("supervised", exponent=(0.3, 0.7), scale_frac=(0.01, 0.3),
-                      initial_loss=(1.0, 3.0), floor_frac=(0.2, 0.5),
-                      noise_sigma=0.035, white_sigma=0.01), 0.3),
-        (FamilyParams("rl", exponent=(0.5, 1.0), scale_frac=(0.05, 0.5),
-                      initial_loss=(0.8, 1.0), floor_frac=(0.02, 0.2),
-                      noise_sigma=0.05, white_sigma=0.05, stages=(2, 3),
-                      regression_prob=0.7, regression_size=(0.1, 0.4)), 0.4),
-        (FamilyParams("vision", exponent=(0.2, 0.5), scale_frac=(0.01, 0.3),
-                      initial_loss=(2.0, 6.9), floor_frac=(0.1, 0.3),
-                      noise_sigma=0.02, white_sigma=0.015, stages=(2, 3),
-                      drop_factor=(0.3, 0.6)), 0.3),
-    ),
-    "real-train": _real_mix("train"),
-    "real-held-out": _real_mix("held-out"),
-    "real-fit": _real_mix("fit"),
-    "real-calibration": _real_mix("calibration"),
-}
-"""Named task-family mixes: (family, weight) pairs; weights sum to 1. ``train`` and
-``held-out`` are synthetic; ``real-train`` and ``real-held-out`` replay the train and the
-held-out split of the real curve banks; ``real-fit`` and ``real-calibration`` the two parts of
-the train split (:data:`core_env.banks.SPLITS`) that a learned forecaster is fitted and
-calibrated on."""
-
-_NO_PARAMS = FamilyParams("supervised", exponent=(1.0, 1.0), scale_frac=(1.0, 1.0),
-                          initial_loss=(1.0, 1.0), floor_frac=(0.0, 0.0), noise_sigma=0.0,
-                          white_sigma=0.0)
-"""Stand-in parameter ranges of a real family (its synthetic parameters are not used)."""
-
-
-def _params(p: FamilyParams | RealFamily) -> FamilyParams:
-    return _NO_PARAMS if isinstance(p, RealFamily) else p
-
-
-MAX_STAGES = max(_params(p).stages[1] for entries in MIXES.values() for p, _ in entries)
-"""Largest number of rl plateau stages / vision drops of any mix (width of stage arrays)."""
+# the grid and the families live in their own modules; their names stay importable from here
+from core_env.curve_families import (  # noqa: F401 (re-exported)
+    FAMILIES,
+    MAX_STAGES,
+    MIXES,
+    SUPERVISED_SHAPES,
+    FamilyParams,
+    RealFamily,
+    _params,
+)
+from core_env.curve_grid import (  # noqa: F401 (re-exported)
+    GRID_SIZE,
+    GRID_STEP,
+    LOG_WORK_GRID,
+    WORK_MAX,
+    WORK_MIN,
+    first_crossing,
+    grid_position,
+    interp_log_loss,
+)
 
 _KNOT_EVERY = 4
 _KNOTS = np.arange(0, GRID_SIZE + _KNOT_EVERY, _KNOT_EVERY)
@@ -472,63 +374,3 @@ def sample_curves(rng: np.random.Generator, mix: str, required_work: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Draw and tabulate one curve per task (see :func:`evaluate_curves` for the outputs)."""
     return evaluate_curves(draw_curve_params(rng, mix, required_work), mix)
-
-
-def grid_position(log_work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Left grid index (int64, in [0, G-2]) and interpolation weight in [0, 1] of each log work."""
-    x = (np.asarray(log_work) - LOG_WORK_GRID[0]) * (1.0 / GRID_STEP)
-    x = np.clip(x, 0.0, GRID_SIZE - 1.0)
-    i0 = np.minimum(x.astype(np.int64), GRID_SIZE - 2)
-    return i0, x - i0
-
-
-def interp_log_loss(table: np.ndarray, log_work: np.ndarray) -> np.ndarray:
-    """Evaluate tabulated curves ``table[..., G]`` at ``log_work[...]`` (same leading shape)."""
-    i0, frac = grid_position(log_work)
-    lo = np.take_along_axis(table, i0[..., None], axis=-1)[..., 0]
-    hi = np.take_along_axis(table, i0[..., None] + 1, axis=-1)[..., 0]
-    return lo + (hi - lo) * frac
-
-
-def first_crossing(table: np.ndarray, log_level: np.ndarray,
-                   log_from: np.ndarray | None = None) -> np.ndarray:
-    """Least work at which a tabulated curve is at or below a level (inf if never).
-
-    Args:
-        table: float[n, G] log-loss tables.
-        log_level: float[n] log-loss levels.
-        log_from: float[n] ln work to search from (default: the start of the grid); the
-            result is then the least work >= exp(log_from).
-
-    Returns:
-        float64[n] work (not log work), exact for the piecewise-linear curve: the start
-        (``WORK_MIN`` or exp(log_from)) if already at or below the level there, else the
-        linear interpolation inside the first grid interval that crosses.
-    """
-    table = np.asarray(table, dtype=np.float64)
-    n = table.shape[0]
-    rows = np.arange(n)
-    level = np.asarray(log_level, dtype=np.float64)
-    if log_from is None:
-        start_x = np.full(n, LOG_WORK_GRID[0])
-    else:
-        start_x = np.clip(np.asarray(log_from, dtype=np.float64), LOG_WORK_GRID[0],
-                          LOG_WORK_GRID[-1])
-    i0, frac0 = grid_position(start_x)
-    y0 = table[rows, i0] + (table[rows, i0 + 1] - table[rows, i0]) * frac0
-    # first grid point strictly after the start that is at or below the level
-    below = (table <= level[:, None]) & (LOG_WORK_GRID[None, :] > start_x[:, None])
-    found = below.any(axis=1)
-    i = np.argmax(below, axis=1)
-    x_prev = np.maximum(LOG_WORK_GRID[np.maximum(i - 1, 0)], start_x)
-    f_prev = np.where(LOG_WORK_GRID[np.maximum(i - 1, 0)] >= start_x,
-                      table[rows, np.maximum(i - 1, 0)], y0)
-    f1 = table[rows, i]
-    denom = np.where(f_prev - f1 > 0, f_prev - f1, 1.0)
-    frac = np.clip((f_prev - level) / denom, 0.0, 1.0)
-    x = x_prev + frac * (LOG_WORK_GRID[i] - x_prev)
-    out = np.where(found, pmath.exp(x), np.inf)
-    already = y0 <= level
-    if log_from is None:
-        return np.where(already, WORK_MIN, out)
-    return np.where(already, pmath.exp(np.asarray(log_from, dtype=np.float64)), out)

@@ -58,7 +58,7 @@ class Observer:
         cfg: the environment configuration.
         batch_size: B.
         backend: ``"numpy"`` (this module's code, the reference) or ``"numba"`` (the
-            compiled kernel of :mod:`core_env._dynamics_numba`; the same bits).
+            compiled kernel of :mod:`core_env._observe_numba`; the same bits).
     """
 
     def __init__(self, cfg: CoreConfig, batch_size: int, backend: str = "numpy") -> None:
@@ -169,10 +169,10 @@ class Observer:
         """Fill the blocks every observation is made of: :attr:`globals` [B, G],
         :attr:`nodes` [B, N, NF] and the shared task table :attr:`table` [B, K, F]."""
         if self.backend == "numba":
-            from core_env import _dynamics_numba
+            from core_env import _observe_numba
             tcol, gcol, ncol = self._kcols
             w = self.max_window
-            _dynamics_numba.observe(
+            _observe_numba.observe(
                 s.t, s.queued, s.last_task, s.last_slot, s.speed, s.status, s.w_deadline,
                 s.queue_head, s.next_task, s.slot_task, s.slot_arrival, s.slot_deadline,
                 s.slot_cap, s.slot_alpha, s.slot_rate, s.slot_log1p_work, s.slot_log_loss,
@@ -181,7 +181,7 @@ class Observer:
                 np.float32(1.0 / self.k), self.max_steps, self.arrival_slots, self.max_speed,
                 _LOG_WORK_NORM, self.node_index, self.table, self.globals, self.nodes)
             f32, g = np.float32, self.n_tenants
-            _dynamics_numba.switch_tenant_features(
+            _observe_numba.switch_tenant_features(
                 s.slot_task, s.held_task, s.held_slot, s.w_switch_cost, s.switch_cost,
                 s.w_tenant, s.status, self.shares, g, self._gcol["episode_switch_cost"],
                 self._ncol["held_slot"], self._col["switch_cost"], self._col["holders"],
@@ -195,7 +195,7 @@ class Observer:
     def _switch_features(self, s: BatchState) -> None:
         """The switching-cost features (SPEC §9): the episode's cost, each node's held slot,
         each task's cost and its holders (the numba backend:
-        :func:`core_env._dynamics_numba.switch_tenant_features`)."""
+        :func:`core_env._observe_numba.switch_tenant_features`)."""
         f32 = np.float32
         rows = np.arange(s.batch_size)[:, None]
         hs = s.held_slot
@@ -212,7 +212,7 @@ class Observer:
     def _tenant_features(self, s: BatchState) -> None:
         """The tenant columns (SPEC §10): each task's tenant, its share and how far its
         tenant's completion rate so far lags the episode's (the numba backend:
-        :func:`core_env._dynamics_numba.switch_tenant_features`)."""
+        :func:`core_env._observe_numba.switch_tenant_features`)."""
         cols = list(self._tenant_cols)
         if not self.n_tenants:
             self.table[:, :, cols] = 0.0
@@ -238,9 +238,9 @@ class Observer:
     def write_mask(self, s: BatchState, mask: np.ndarray) -> np.ndarray:
         """The masks int8[B, N, K+1] into ``mask``: idle and every occupied slot."""
         if self.backend == "numba" and mask.flags.c_contiguous:
-            from core_env import _dynamics_numba
+            from core_env import _observe_numba
 
-            _dynamics_numba.write_mask(s.slot_task, mask)
+            _observe_numba.write_mask(s.slot_task, mask)
             return mask
         mask[:, :, 0] = 1
         mask[:, :, 1:] = (s.slot_task >= 0)[:, None, :]

@@ -34,33 +34,23 @@ import copy
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from core_env._check_base import (  # noqa: F401 (EnvCheckError: re-exported)
+    CheckReport,
+    EnvCheckError,
+    _equal,
+    _fail,
+    _outside,
+)
+from core_env._check_central import _check_central
 from core_env.dynamics import EPISODE_KEYS  # keys info["episode"] must carry (docs/env.md)
 
 _DEFAULT_MAX_STEPS = 100_000
-
-
-class EnvCheckError(AssertionError):
-    """A property of the env contract does not hold; the message says which and where."""
-
-
-class CheckReport(NamedTuple):
-    """What :func:`check_env` checked (all of it passed)."""
-
-    episodes: int
-    """Episodes played by the invariant checks (determinism replays included)."""
-    steps: int
-    """Environment steps taken by the invariant checks."""
-    forbidden_actions: int
-    """Forbidden (masked) actions played on purpose, each checked to run as idle."""
-    pettingzoo_tests: tuple[str, ...]
-    """Library checks that ran (``parallel_api_test``, ``api_test``, ``parallel_seed_test``,
-    or ``gymnasium.check_env``)."""
 
 
 class _Episode(NamedTuple):
@@ -149,10 +139,6 @@ def _factory(env: Any) -> Callable[[], ParallelEnv]:
                      f"gymnasium.Env, got {type(env).__name__}")
 
 
-def _fail(message: str) -> NoReturn:
-    raise EnvCheckError(message)
-
-
 def _max_steps(env: Any) -> int:
     limit = getattr(getattr(env, "config", None), "max_steps", None)
     return (int(limit) if isinstance(limit, (int, np.integer)) else _DEFAULT_MAX_STEPS) + 1
@@ -198,20 +184,6 @@ def _check_obs(env: Any, obs: dict, agents: list[str], where: str) -> None:
             _fail(f"{where}: state() has NaN or inf")
         if space is not None and not space.contains(state.astype(space.dtype, copy=False)):
             _fail(f"{where}: state() is outside state_space" + _outside(space, state))
-
-
-def _outside(space: gymnasium.Space, value: Any) -> str:
-    """A hint naming the offending entries of a Box (or a Dict of Boxes)."""
-    if isinstance(space, gymnasium.spaces.Dict) and isinstance(value, dict):
-        return "".join(f"; [{k}]" + _outside(space[k], value[k]) for k in space.spaces
-                       if k in value and not space[k].contains(value[k]))
-    if isinstance(space, gymnasium.spaces.Box):
-        v = np.asarray(value)
-        if v.shape != space.shape or v.dtype != space.dtype:
-            return f" (expected {space.dtype}{list(space.shape)}, got {v.dtype}{list(v.shape)})"
-        bad = np.flatnonzero((v < space.low) | (v > space.high))
-        return f" (indices {bad[:5].tolist()} out of bounds)"
-    return ""
 
 
 def _policy_actions(env: Any, obs: dict, rng: np.random.Generator,
@@ -323,20 +295,6 @@ def _check_episode(env: Any, ep: _Episode, seed: int) -> None:
             _fail(f"seed {seed}: info['episode']: {message}")
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, dict):
-        return (isinstance(b, dict) and a.keys() == b.keys()
-                and all(_equal(a[k], b[k]) for k in a))
-    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
-        a, b = np.asarray(a), np.asarray(b)
-        # equal values (NaN == NaN); -0.0 == 0.0, which reused buffers may differ in
-        return (a.dtype == b.dtype and a.shape == b.shape
-                and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
-        return math.isnan(b)
-    return type(a) is type(b) and a == b
-
-
 def _same(ref: _Episode, other: _Episode, what: str) -> None:
     if len(other.actions) != len(ref.actions):
         _fail(f"determinism: {what} ran {len(other.actions)} steps, not {len(ref.actions)}")
@@ -346,89 +304,3 @@ def _same(ref: _Episode, other: _Episode, what: str) -> None:
                 offset = 1 if field in ("observations", "states", "infos") else 0
                 step = "reset" if t < offset else f"step {t - offset}"
                 _fail(f"determinism: {what} gave different {field} after {step}")
-
-
-# ----------------------------------------------------------------- centralised view
-def _check_central(env: gymnasium.Env, seeds: Sequence[int], forbidden_rate: float,
-                   library_tests: bool) -> CheckReport:
-    base = env.unwrapped
-    ran: list[str] = []
-    if library_tests:
-        from gymnasium.utils.env_checker import check_env as gym_check_env
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            gym_check_env(base)
-        ran.append("gymnasium.check_env")
-    action_masks = getattr(base, "action_masks", None)
-    if action_masks is None:
-        _fail("centralised view: no action_masks() method (MaskablePPO needs it)")
-    if not isinstance(env.action_space, gymnasium.spaces.MultiDiscrete):
-        _fail(f"centralised view: expected a MultiDiscrete action space (a choice per node), "
-              f"got {env.action_space}")
-    nvec = np.asarray(env.action_space.nvec)
-    episodes = steps = forbidden = 0
-    for seed in seeds:
-        traces = []
-        rng = np.random.default_rng([seed, 2])
-        actions_played: list[np.ndarray] = []
-        for replay in (False, True):
-            obs, _ = env.reset(seed=seed)
-            trace: list[Any] = [obs]
-            info: dict[str, Any]
-            total, t, n_forbidden, done, info = 0.0, 0, 0, False, {}
-            while not done:
-                where = f"central view, seed {seed}, step {t}"
-                if not env.observation_space.contains(obs):
-                    _fail(f"{where}: observation outside its space"
-                          + _outside(env.observation_space, obs))
-                mask = obs["action_mask"]
-                flat = action_masks()
-                if mask.dtype != np.int8 or not np.all(mask[:, 0] == 1):
-                    _fail(f"{where}: action_mask must be int8 with idle legal for every node")
-                if not np.array_equal(flat, mask.astype(bool).ravel()):
-                    _fail(f"{where}: action_masks() disagrees with the observed action_mask")
-                if replay:
-                    if t >= len(actions_played):
-                        _fail(f"determinism: seed {seed}: the replay is longer than the "
-                              "original episode")
-                    action = actions_played[t]
-                else:
-                    action = np.zeros(len(nvec), dtype=np.int64)
-                    for i, row in enumerate(mask):
-                        illegal = np.flatnonzero(row == 0)
-                        if illegal.size and rng.random() < forbidden_rate:
-                            action[i] = rng.choice(illegal)
-                            n_forbidden += 1
-                        else:
-                            action[i] = rng.choice(np.flatnonzero(row))
-                    actions_played.append(action)
-                obs, reward, terminated, truncated, info = env.step(action)
-                trace.append((obs, reward, terminated, truncated, info))
-                total += float(reward)
-                done = terminated or truncated
-                t += 1
-            traces.append(trace)
-            stats = info.get("episode")
-            if stats is None:
-                _fail(f"central view, seed {seed}: the final info has no 'episode'")
-            if abs(total - stats["completed"]) > 1e-6 * max(1.0, abs(total)):
-                _fail(f"central view, seed {seed}: shaping identity: return {total} != "
-                      f"completed {stats['completed']}")
-            if not replay and stats["illegal_actions"] != n_forbidden:
-                _fail(f"central view, seed {seed}: illegal_actions "
-                      f"{stats['illegal_actions']} != forbidden actions played {n_forbidden}")
-            forbidden += n_forbidden
-            episodes += 1
-            steps += t
-        if len(traces[0]) != len(traces[1]) or not all(
-                _equal(_as_dict(x), _as_dict(y)) for x, y in zip(*traces, strict=False)):
-            _fail(f"determinism: central view, seed {seed}: the same seed and actions gave a "
-                  "different episode")
-    return CheckReport(episodes, steps, forbidden, tuple(ran))
-
-
-def _as_dict(item: Any) -> Any:
-    if isinstance(item, tuple):
-        return {str(i): v for i, v in enumerate(item)}
-    return item

@@ -41,13 +41,24 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import time
-import traceback
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple, cast
+from typing import Any, Iterator, cast
 
-from core_env.live.jobs import JobSpec, make_job
+from core_env.live.jobs import JobSpec
+
+# a slot's types and the worker's side live in their own modules; their names stay
+# importable from here
+from core_env.live.slots import SlotResult, SlotTask, shared_makespan  # noqa: F401
+from core_env.live.worker import (  # noqa: F401 (re-exported)
+    RESIDENT,
+    _worker,
+    check_state,
+    run_job,
+    run_serial,
+    warm_jobs,
+)
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
@@ -55,163 +66,6 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 STARTUP_SECONDS = 120.0
 """How long a new worker may take to start (import) before the runtime gives up on it."""
-
-
-class SlotTask(NamedTuple):
-    """One task's work for a slot.
-
-    Attributes:
-        spec: what to build. state: its last end-of-slot state (``None``: a fresh run).
-        units: work units per node this slot. nodes: the node indices it trains on.
-        seconds: ``None`` (the work clock): train exactly ``units`` units. A number (the wall
-            clock): train ``units`` units at a time until ``seconds`` have passed since the
-            worker began the task, restoring a moved job's state included (so a move costs
-            training time, as a restore does on a cluster); a call that has begun finishes,
-            so a slot trains at least ``units`` units and may overrun by one call.
-    """
-
-    spec: JobSpec
-    state: bytes | None
-    units: int
-    nodes: tuple[int, ...]
-    seconds: float | None = None
-
-
-class SlotResult(NamedTuple):
-    """What one task's slot produced.
-
-    Attributes:
-        loss: the observed loss after the slot (NaN on error).
-        state: the new end-of-slot state (the previous one on error).
-        error: None, or what went wrong ("worker died", "time limit ...", the exception).
-        seconds: wall time of the job's own work on the worker (restore + train + save).
-        restore_seconds, save_seconds: the parts of it spent restoring and serialising.
-        state_bytes: size of the new state.
-        node: the worker that ran it.
-        train_cpu_seconds: CPU time of the worker process inside ``train`` alone (with more
-            workers than CPUs, ``seconds`` includes waiting for a CPU; this does not).
-        units: work units per node trained (``units`` of the task on the work clock; on the
-            wall clock, whatever fitted in its seconds; 0 on error).
-    """
-
-    loss: float
-    state: bytes | None
-    error: str | None
-    seconds: float
-    restore_seconds: float
-    save_seconds: float
-    state_bytes: int
-    node: int
-    train_cpu_seconds: float = 0.0
-    units: int = 0
-
-
-def shared_makespan(seconds: Sequence[float], cpus: int, max_running: int) -> float:
-    """The wall time ``seconds`` of CPU work (one job each) take on ``cpus`` CPUs with no
-    overhead at all: at most ``max_running`` jobs at once, the longest first, the CPUs shared
-    equally among the jobs running (a job runs at ``min(1, cpus / running)`` of a CPU, as
-    the OS time-shares processes), a job never split over CPUs. What a slot of these jobs
-    would take if the runtime itself cost nothing: at least the longest job, and at least
-    all the work spread over the CPUs, more where one process per job leaves a CPU idle.
-
-    Raises:
-        ValueError: a negative or non-finite time, or ``cpus`` / ``max_running`` < 1.
-    """
-    for name, v in (("cpus", cpus), ("max_running", max_running)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-    waiting = sorted((float(s) for s in seconds), reverse=True)
-    if any(not (math.isfinite(s) and s >= 0) for s in waiting):
-        raise ValueError(f"seconds: expected finite times >= 0, got {waiting!r}")
-    running: list[float] = []  # the remaining CPU seconds of the jobs running
-    clock = 0.0
-    while waiting or running:
-        while waiting and len(running) < max_running:
-            running.append(waiting.pop(0))
-        rate = min(1.0, cpus / len(running))
-        running.sort()
-        step = running[0] / rate  # until the job with the least left finishes
-        clock += step
-        running = [r - step * rate for r in running[1:]]
-    return clock
-
-
-RESIDENT = 8
-"""Jobs a worker keeps in memory (least recently used dropped first): a job that stays on its
-node continues from the object itself instead of being restored from its state."""
-
-
-def warm_jobs(specs: Sequence[JobSpec]) -> str | None:
-    """Build each job once (imports and data caches, off the clock): None, or what failed
-    (the job kind and variant, and the error)."""
-    for spec in specs:
-        try:
-            make_job(spec)
-        except Exception as e:
-            error = traceback.format_exception_only(type(e), e)[-1].strip()
-            return f"job {spec.kind!r} {spec.variant} cannot be built: {error}"
-    return None
-
-
-def check_state(blob: Any) -> bytes:
-    """A job's ``save()`` result as bytes; TypeError naming what it returned otherwise."""
-    if isinstance(blob, (bytes, bytearray)):
-        return bytes(blob)
-    raise TypeError(f"save() returned {type(blob).__name__}, expected bytes")
-
-
-def run_job(resident: OrderedDict, key: Any, spec: JobSpec, state: bytes | None, units: int,
-            nodes: int, reuse: bool, seconds: float | None = None) -> tuple:
-    """One task's slot on a worker (every backend's workers run this): continue the job the
-    worker holds under ``key`` if ``reuse``, else build it and restore ``state`` (None: a
-    fresh run); train (``units`` units, or on the wall clock ``units`` at a time until
-    ``seconds`` have passed since it began, restore included, see :class:`SlotTask`); save.
-    Returns ``(loss, state, error, seconds, restore_seconds, save_seconds,
-    train_cpu_seconds, units trained)``; a job's own exception is reported, not raised."""
-    t0, c1 = time.perf_counter(), 0.0
-    try:
-        job = resident.pop(key, None)
-        if not reuse:
-            job = make_job(spec)
-            if state is not None:
-                job.load(state)
-        t1, c1 = time.perf_counter(), time.process_time()
-        loss, done = float(job.train(units, nodes)), units
-        while seconds is not None and math.isfinite(loss) and \
-                time.perf_counter() - t0 < seconds:  # the restore is part of the slot
-            loss, done = float(job.train(units, nodes)), done + units
-        t2, c2 = time.perf_counter(), time.process_time()
-        blob = check_state(job.save()) if math.isfinite(loss) else None
-        t3 = time.perf_counter()
-        error = None if math.isfinite(loss) else f"non-finite loss {loss!r}"
-        if error is None:
-            resident[key] = job
-            while len(resident) > RESIDENT:
-                resident.popitem(last=False)
-        return loss, blob, error, t3 - t0, t1 - t0, t3 - t2, c2 - c1, done
-    except Exception as e:  # the job's own error: reported, not fatal
-        tb = traceback.format_exception_only(type(e), e)[-1].strip()
-        return (float("nan"), None, f"job raised {tb}", time.perf_counter() - t0, 0.0, 0.0,
-                time.process_time() - c1 if c1 else 0.0, 0)
-
-
-def _worker(conn: Any) -> None:  # pragma: no cover - runs in the worker process
-    """Worker loop: say it is ready, then receive ("warm", specs) or (key, spec, state,
-    units, nodes, reuse, seconds) and reply (see :func:`run_job`)."""
-    conn.send("ready")
-    resident: OrderedDict[Any, Any] = OrderedDict()
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        reply = ("warm", warm_jobs(msg[1])) if msg[0] == "warm" else run_job(resident, *msg)
-        try:
-            conn.send(reply)
-        except (BrokenPipeError, OSError):
-            return
 
 
 @contextmanager
@@ -532,10 +386,3 @@ class LocalRuntime(Runtime):
             if proc is not None:
                 proc.join(2)
             self._stop(i)
-
-
-def run_serial(spec: JobSpec, slots: Sequence[tuple[int, int]]) -> list[float]:
-    """The losses of ``spec`` trained in this process for a sequence of (units, nodes)
-    slots: the reference a runtime's results must equal."""
-    job = make_job(spec)
-    return [float(job.train(u, k)) for u, k in slots]
