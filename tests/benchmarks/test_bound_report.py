@@ -10,11 +10,11 @@ import pytest
 
 import core_env
 from benchmarks import report
-from benchmarks.fake_episodes import synthetic_episode
 from benchmarks.runner import EpisodeSpec
 from benchmarks.suites import BOUND_POLICY, bound_record, run_spec, run_suite
 from core_env.bound import clairvoyant_bound
 from mara_agents.policy import make_policy, run_episode
+from tests.benchmarks.fake_episodes import synthetic_episode
 
 
 def _bound(preset: str, seed: int, bound: int, n_tasks: int = 100) -> dict:

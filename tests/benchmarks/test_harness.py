@@ -8,9 +8,9 @@ import json
 import pytest
 
 from benchmarks import report, runner
-from benchmarks.fake_episodes import synthetic_episode as fake_episode
 from benchmarks.runner import EpisodeSpec
 from benchmarks.stats import mean_ci, t_quantile
+from tests.benchmarks.fake_episodes import synthetic_episode as fake_episode
 
 
 @pytest.mark.parametrize("df, expected", [(10, 2.228139), (30, 2.042272), (1000, 1.962339),

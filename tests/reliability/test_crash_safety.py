@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import runner, store
-from benchmarks.fake_episodes import synthetic_episode
 from benchmarks.runner import EpisodeSpec
+from tests.benchmarks.fake_episodes import synthetic_episode
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ("random", "edf", "fifo")

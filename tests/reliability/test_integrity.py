@@ -28,11 +28,11 @@ from core_env.workload import generate_workload
 torch = pytest.importorskip("torch")
 
 from benchmarks import plots, report, runner  # noqa: E402
-from benchmarks.fake_episodes import synthetic_episode  # noqa: E402
 from benchmarks.runner import EpisodeSpec  # noqa: E402
 from mara_agents import safe_io  # noqa: E402
 from mara_agents.forecast.forecaster import FlowMatchingForecaster  # noqa: E402
 from mara_agents.mat.checkpoint import load_checkpoint, shipped  # noqa: E402
+from tests.benchmarks.fake_episodes import synthetic_episode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = shipped()
@@ -257,7 +257,7 @@ _ORPHAN_SCRIPT = """
 import sys, time
 from benchmarks import report, runner
 from benchmarks.runner import EpisodeSpec
-from benchmarks.fake_episodes import slow_episode
+from tests.benchmarks.fake_episodes import slow_episode
 specs = [EpisodeSpec("CoRE-v0", "lara", s) for s in range(40)]
 runner.run_episodes(specs, __import__("pathlib").Path(sys.argv[1]), slow_episode, workers=2,
                      progress=False)

@@ -65,15 +65,12 @@ def test_a_live_episode_on_the_cluster_equals_the_local_one(cluster):
         LiveSchedulerEnv(preset="Live-Small-v0", pilots=pilots, backend="k8s")
 
 
-@pytest.mark.parametrize("policy_name", ["lara", "mara"])
-def test_a_user_job_submitted_to_a_session_on_the_cluster_is_scheduled(cluster, policy_name):
+def test_a_user_job_submitted_to_a_session_on_the_cluster_is_scheduled(cluster):
     """The issue's "done when": a never-piloted job of a test module, submitted to a running
     session on two machines, completes or expires as its losses say (the local backend's
-    test runs the same scenario)."""
-    from tests.core_env.live.test_session import schedule_user_jobs
+    test runs the same scenario; LARA and MARA schedule it in
+    tests/integrations/test_live_session_policies.py)."""
+    from tests.core_env.live.test_session import schedule_user_jobs, spread
 
-    if policy_name == "mara":
-        pytest.importorskip("torch")
-    rows, machines = schedule_user_jobs(policy_name, backend="ray",
-                                        ray_address=cluster.address)
+    rows, machines = schedule_user_jobs(spread, backend="ray", ray_address=cluster.address)
     assert rows["late"]["status"] == "completed" and len(machines) == 2

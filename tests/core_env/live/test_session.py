@@ -1,11 +1,15 @@
 """Live sessions: jobs submitted while a policy schedules them (core_env.live.session), their
-submissions and sources, the status views and ``mara-bench session``."""
+submissions and sources, and the status views. Policies here are core_env-only stand-ins;
+MARA's schedulers on a session: tests/integrations/test_live_session_policies.py, and
+``mara-bench session``: tests/benchmarks/test_session_cli.py."""
 
 from __future__ import annotations
 
 import io
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +22,7 @@ from core_env.live.submissions import FolderSource, JsonLinesSource, Submission
 JOBS = "tests.core_env.live.jobs_for_tests"
 COUNTER = f"{JOBS}:CounterJob"
 SMALL = {"preset": "Live-Small-v0", "n_nodes": 8, "max_visible_tasks": 16}
-"""A layout both LARA and the shipped MARA (8-64 nodes) run on."""
+"""A layout both LARA and the shipped MARA (8-64 nodes) run on (schedule_user_jobs)."""
 
 
 def sub(rate: float = 0.5, target: float = 0.05, deadline: int = 20, max_nodes: int = 4,
@@ -46,13 +50,33 @@ def check_outcomes_follow_losses(session: LiveSession) -> dict[str, dict]:
     return rows
 
 
-def schedule_user_jobs(policy_name: str, **env_kw) -> dict[str, dict]:
-    """Two jobs at the start and one submitted at slot 3 of a running session, scheduled
-    by ``policy_name`` until nothing is pending; returns the report's rows by name and the
-    machines the runtime's workers ran on (Ray's node ids)."""
-    from mara_agents import make_policy
+class Spread:
+    """Node i trains the (i mod m)-th of the m tasks its mask allows (idle when none): a
+    core_env-only stand-in for a scheduler that spreads the nodes over the visible tasks."""
 
-    env, policy = make_policy(policy_name, LiveSessionEnv(**SMALL, **env_kw))
+    def reset(self, seed=None):
+        pass
+
+    def act(self, observations):
+        actions = {}
+        for i, (agent, o) in enumerate(observations.items()):
+            legal = np.flatnonzero(o["action_mask"][1:]) + 1
+            actions[agent] = int(legal[i % legal.size]) if legal.size else 0
+        return actions
+
+
+def spread(env: LiveSessionEnv) -> tuple[LiveSessionEnv, Spread]:
+    """The env and a :class:`Spread` policy (``schedule_user_jobs``' ``make``)."""
+    return env, Spread()
+
+
+def schedule_user_jobs(make: Callable[[LiveSessionEnv], tuple[Any, Any]], **env_kw
+                       ) -> tuple[dict[str, dict], set]:
+    """Two jobs at the start and one submitted at slot 3 of a running session, scheduled
+    by the policy of ``make(env)`` (the env it returns may wrap ``env``) until nothing is
+    pending; returns the report's rows by name and the machines the runtime's workers ran on
+    (Ray's node ids)."""
+    env, policy = make(LiveSessionEnv(**SMALL, **env_kw))
     with LiveSession(env, policy, seed=0) as session:
         session.submit(sub(0.5, 0.05, 20, 4, name="reachable"))
         session.submit(sub(0.01, 0.05, 10, 2, name="unreachable"))
@@ -73,11 +97,8 @@ def schedule_user_jobs(policy_name: str, **env_kw) -> dict[str, dict]:
     return rows, machines
 
 
-@pytest.mark.parametrize("policy_name", ["lara", "mara"])
-def test_a_never_piloted_user_job_submitted_to_a_running_session_is_scheduled(policy_name):
-    if policy_name == "mara":
-        pytest.importorskip("torch")
-    rows, _ = schedule_user_jobs(policy_name)
+def test_a_never_piloted_user_job_submitted_to_a_running_session_is_scheduled():
+    rows, _ = schedule_user_jobs(spread)
     assert rows["late"]["status"] == "completed"  # 2 nodes x 8 slots x rate 1 reach 0.1
 
 
@@ -149,7 +170,7 @@ def test_bad_submissions_are_refused_and_the_session_goes_on(tmp_path):
             session.submit(sub(max_nodes=5))
         with pytest.raises(ValueError, match=r"window\[1\] = 40 slots, got 41") as e:
             session.submit(sub(deadline=41))
-        assert '--presets "Live-Small-v0:window=(4,41)"' in str(e.value)  # the CLI's form
+        assert '--preset "Live-Small-v0:window=(4,41)"' in str(e.value)  # the CLI's form
         with pytest.raises(ValueError, match="deadline_seconds: needs the wall clock"):
             session.submit(Submission(JobSpec(COUNTER), 0.1, deadline_seconds=3.0))
         with pytest.raises(ValueError, match=r"job 'ghost': refused, node 0: job "
@@ -272,34 +293,6 @@ def test_the_wall_clock_takes_deadlines_in_seconds_and_the_views_show_the_jobs()
     assert make_view("none") is None
     with pytest.raises(ValueError, match="view: expected one of"):
         make_view("fancy")
-
-
-def test_mara_bench_session_reads_files_and_folders_and_writes_a_report(tmp_path,
-                                                                      monkeypatch, capsys):
-    from benchmarks.cli import main
-
-    jobs = tmp_path / "jobs.jsonl"
-    jobs.write_text(json.dumps(sub(1.0, 0.1, 10, 2, name="a").to_dict()) + "\n"
-                    + json.dumps({"kind": COUNTER, "target": 0.1}) + "\n")
-    inbox = tmp_path / "inbox"
-    inbox.mkdir()
-    (inbox / "b.json").write_text(json.dumps(sub(0.001, 0.1, 3, 1, name="b").to_dict()))
-    report = tmp_path / "report.json"
-    assert main(["session", str(jobs), str(inbox), "--until-idle", "--view", "plain",
-                 "--out", str(report), "--record", str(tmp_path / "rec.npz")]) == 0
-    out = json.loads(report.read_text())
-    assert {r["name"]: r["status"] for r in out["jobs"]} == {"a": "completed", "b": "expired"}
-    assert out["policy"] == "lara" and len(out["rejected"]) == 1
-    assert "missing key 'deadline'" not in out["rejected"][0]["error"]
-    assert "deadline: give deadline" in out["rejected"][0]["error"]
-    assert LiveRecord.load(tmp_path / "rec.npz").workload.n_tasks == 2
-    assert '"completed": 1' in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main(["session", str(tmp_path / "nothing.jsonl")])
-    assert "is not a file" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["session", str(jobs), "--presets", "Live-Small-v0:n_nodes=0"])
-    assert "n_nodes: expected" in capsys.readouterr().err
 
 
 def test_a_line_appended_while_the_session_runs_is_scheduled(tmp_path):

@@ -1,6 +1,7 @@
 """Fake episode functions for the tests of the runner and the store: deterministic stand-ins
-for :func:`benchmarks.runner.run_episode_spec` that run no policy (importable by worker
-processes and Ray workers, unlike a function defined in a test file)::
+for :func:`benchmarks.runner.run_episode_spec` that run no policy (a module of the tests, not
+a test file, so that worker processes and Ray workers import them by name,
+``tests.benchmarks.fake_episodes``)::
 
     run_episodes(specs, tmp_path, episode_fn=synthetic_episode, workers=2)
 """
