@@ -247,7 +247,8 @@ def _run(out: Path, presets: Sequence[str], algorithms: Sequence[str],
     groups: dict[tuple[str, int, str], list[str]] = {}
     for (b, a, p, _), name in runs.items():
         groups.setdefault((p, b, a), []).append(name)
-    table += "\n" + score_table(score_rows(results, dict(sorted(groups.items()))))
+    table += "\n" + score_table(score_rows(results, dict(sorted(groups.items())),
+                                            references=REFERENCES))
     seed0 = {(b, a, p): blob for (b, a, p, s), blob in blobs.items() if s == 0}
     table += "\n" + learning_table(results, names, seed0)
     write_atomic(out / "table.md", table)

@@ -52,11 +52,16 @@ def iqm_interval(scores: np.ndarray) -> tuple[float, float, float]:
 
 
 def score_rows(results: Sequence[dict[str, Any]],
-               groups: dict[tuple[str, int, str], Sequence[str]]) -> list[dict[str, Any]]:
+               groups: dict[tuple[str, int, str], Sequence[str]],
+               references: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row per ``(preset, budget, algorithm)`` of ``groups`` (-> the policy names of its
     training seeds) that has episodes: the runs, the evaluation seeds every run has, and the
     IQM with its interval of the completion rate, the normalised score (where both
-    references ran on the preset) and the bound share (where bounds were computed)."""
+    references ran on the preset) and the bound share (where bounds were computed). Each
+    policy of ``references`` that ran on a preset gets a row first (one run, budget 0), so
+    the IQMs compare on one scale."""
+    presets = list(dict.fromkeys(p for p, _, _ in groups))
+    groups = {**{(p, 0, ref): [ref] for p in presets for ref in references}, **groups}
     eps: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     bounds: dict[tuple[str, int], int] = {}
     for r in results:
@@ -93,6 +98,8 @@ def _cell(row: dict[str, Any], key: str, pct: bool) -> str:
     if key not in row:
         return "-"
     m, lo, hi = row[key]
+    if row["runs"] == 1:  # one run: the stratified bootstrap has nothing to resample
+        return f"{100 * m:.1f}%" if pct else f"{m:.2f}"
     if pct:
         return f"{100 * m:.1f}% ({100 * lo:.1f}, {100 * hi:.1f})"
     return f"{m:.2f} ({lo:.2f}, {hi:.2f})"
@@ -100,7 +107,8 @@ def _cell(row: dict[str, Any], key: str, pct: bool) -> str:
 
 def score_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown of :func:`score_rows`."""
-    body = [[r["preset"], f"{r['budget']:,}", r["algorithm"], r["runs"], r["seeds"],
+    body = [[r["preset"], f"{r['budget']:,}" if r["budget"] else "-", r["algorithm"],
+             r["runs"], r["seeds"],
              _cell(r, "completion", True), _cell(r, "normalised", False),
              _cell(r, "bound_share", True)] for r in rows]
     return markdown_table(

@@ -43,6 +43,7 @@ def test_trains_evaluates_reports_and_resumes(tmp_path, monkeypatch, capsys):
         for budget in ("600", "300"):
             assert f"| {PRESET} | {budget} | {algo} | 2 | 2 |" in out
             assert model_file(folders[int(budget)], PRESET, algo, 1).is_file()
+    assert f"| {PRESET} | - | lara | 1 | 2 |" in out  # the references on the same scale
     assert "normalised (random = 0, lara = 1)" in out
     assert "| mara | 2 |" not in out  # the shipped MARA cannot run on 4 nodes
     training = (tmp_path / "training.md").read_text()

@@ -47,3 +47,9 @@ def test_rows_normalise_against_random_and_lara_and_the_bound():
     no_refs = score_rows([r for r in results if r["policy"] not in ("lara", "__bound__")],
                          {("P", 100, "algo"): ["m0", "m1", "m2"]})[0]
     assert "normalised" not in no_refs and "bound_share" not in no_refs
+    with_refs = score_rows(results, {("P", 100, "algo"): ["m0", "m1", "m2"]},
+                           references=("random", "lara", "edf"))  # edf did not run: no row
+    assert [(r["algorithm"], r["budget"], r["runs"]) for r in with_refs] == [
+        ("random", 0, 1), ("lara", 0, 1), ("algo", 100, 3)]
+    assert with_refs[1]["normalised"][0] == pytest.approx(1.0)
+    assert "| P | - | lara | 1 | 8 | 60.0% | 1.00 |" in score_table(with_refs)

@@ -141,7 +141,8 @@ def test_a_file_without_a_record_loads_with_a_warning_naming_it(tmp_path):
 
 
 def test_the_shipped_files_carry_integrity_records():
-    files = [*ROOT.glob("mara_agents/weights/*.pt"), *ROOT.glob("experiments/checkpoints/*/*.pt"),
+    files = [*ROOT.glob("mara_agents/weights/*.pt"), *ROOT.glob("mara_agents/weights/marl/*/*.pt"),
+             *ROOT.glob("experiments/checkpoints/*/*.pt"),
              *ROOT.glob("mara_agents/forecast/weights/*.pt")]
     assert files
     for f in files:
