@@ -9,15 +9,15 @@ sb3-contrib's MaskablePPO expects. The reward is the team reward. With
 ``Dict(globals=Box(G), nodes=Box((N, NF)), tasks=Box((K, F)), action_mask=...)``.
 
 At the end of an episode ``info["episode"]`` holds the PettingZoo env's statistics plus
-Stable-Baselines3's ``r`` (return), ``l`` (length) and ``t`` (seconds since reset), so a plain
-``DummyVecEnv`` logs it; ``info["completion_rate"]`` is there too, so a ``Monitor`` (which
+Stable-Baselines3's ``r`` (return) and ``l`` (length), what its logger reads, so a plain
+``DummyVecEnv`` logs it (no ``t``: a wall-clock entry would make the same seed and actions
+give different infos); ``info["completion_rate"]`` is there too, so a ``Monitor`` (which
 writes its own ``info["episode"]``) keeps it with ``Monitor(env,
 info_keywords=("completion_rate",))``.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import gymnasium
@@ -53,12 +53,10 @@ class CentralCoreEnv(gymnasium.Env):
             self.observation_space = spaces.Dict({"state": self.par.state_space,
                                                   "action_mask": mask_space})
         self._mask = np.ones((n, k + 1), dtype=np.int8)
-        self._started = time.perf_counter()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.par.reset(seed=seed, options=options)
-        self._started = time.perf_counter()
         return self._obs(), {}
 
     def step(self, action):
@@ -78,8 +76,7 @@ class CentralCoreEnv(gymnasium.Env):
         if term or trunc:
             self.par.agents = []
             ep = info["episode"]
-            ep.update(r=ep["return"], l=ep["length"],
-                      t=round(time.perf_counter() - self._started, 6))
+            ep.update(r=ep["return"], l=ep["length"])
             info["completion_rate"] = ep["completion_rate"]
         return self._obs(), rew, term, trunc, info
 

@@ -336,9 +336,9 @@ class _CallableModule(types.ModuleType):
                       "core_env/env.py again): use core_env.scheduler_v0.env(...) or "
                       "pettingzoo.make('aec', 'core_env/<preset>')", DeprecationWarning,
                       stacklevel=2)
-        from core_env import scheduler_v0
+        from core_env.aec import aec_env  # (scheduler_v0.env; it imports this module)
 
-        return scheduler_v0.env(**kwargs)
+        return aec_env(CoreSchedulerEnv(**kwargs))
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -90,12 +90,14 @@ MARA_FLOORS = {
     "mara_agents.safe_io": 0, "mara_agents.blas": 0,
     "mara_agents.forecast": 1, "mara_agents.baselines": 1, "mara_agents.marl": 1,
     "mara_agents.mat": 2,
-    "mara_agents.policy": 3,
-    "mara_agents.train": 4, "mara_agents.ablations": 4,
+    "mara_agents.policy_spec": 3,
+    "mara_agents.policy": 4,
+    "mara_agents.train": 5, "mara_agents.ablations": 5,
 }
 """The floors inside ``mara_agents``, lowest first: generic file and BLAS helpers; the
-forecaster, the rule-based schedulers and the MARL adapters; the MAT; the policy registry;
-training and the shipped variants. The package's ``__init__`` re-exports the registry."""
+forecaster, the rule-based schedulers and the MARL adapters; the MAT; the policy names
+(the registry and PolicySpec); building policies from them; training and the shipped
+variants. The package's ``__init__`` re-exports the registry."""
 
 
 def _mara_unit(module: str) -> str:

@@ -143,8 +143,8 @@ def test_shared_maskable_ppo_supersuit_beats_random():
 @pytest.mark.parametrize("monitor", [False, True])
 def test_a_plain_dummy_vec_env_trains_and_logs(monitor, tmp_path):
     """``DummyVecEnv([lambda: gymnasium.make(...)])`` with MaskablePPO, with or without
-    ``Monitor``: training logs ``rollout/ep_rew_mean`` (SB3 reads the env's ``r``, ``l``,
-    ``t``) and ``completion_rate`` reaches the episode buffer."""
+    ``Monitor``: training logs ``rollout/ep_rew_mean`` (SB3 reads the env's ``r`` and ``l``)
+    and ``completion_rate`` reaches the episode buffer."""
     import gymnasium
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.logger import configure
@@ -160,7 +160,7 @@ def test_a_plain_dummy_vec_env_trains_and_logs(monitor, tmp_path):
     model.learn(1024)  # several episodes of 40-79 steps
     assert model.ep_info_buffer, "no episode reached SB3's buffer"
     for ep in model.ep_info_buffer:
-        assert {"r", "l", "t", "completion_rate"} <= set(ep)
+        assert {"r", "l", "completion_rate"} <= set(ep)
         assert 0.0 <= ep["completion_rate"] <= 1.0 and ep["l"] >= 40
     log = (tmp_path / "progress.csv").read_text()
     assert "rollout/ep_rew_mean" in log.splitlines()[0]
