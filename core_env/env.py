@@ -260,8 +260,7 @@ class CoreSchedulerEnv(ParallelEnv):
     def task_caps(self, observation: dict[str, np.ndarray]) -> np.ndarray:
         """int64[K] the visible tasks' caps from one node's observation (either format)."""
         if "tasks" in observation:
-            col = self.layout.task_column("cap")
-            return np.rint(observation["tasks"][:, col] * self.layout.n_nodes).astype(np.int64)
+            return self.layout.table_capacity(observation["tasks"])
         return self.layout.capacity(observation["observation"])
 
     def check_action(self, agent: Any, act: Any) -> int:

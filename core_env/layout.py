@@ -182,7 +182,12 @@ class Layout:
 
     def capacity(self, x: np.ndarray) -> np.ndarray:
         """int64[..., K] effective parallelism caps decoded from the ``cap`` column."""
-        return np.rint(x[..., self.task_columns("cap")] * self.n_nodes).astype(np.int64)
+        return self.table_capacity(self.task_table(x))
+
+    def table_capacity(self, table: np.ndarray) -> np.ndarray:
+        """int64[..., K] the caps of a task table float32[..., K, F] (the one decoding of
+        the ``cap`` column: cap x N, rounded)."""
+        return np.rint(table[..., self.task_column("cap")] * self.n_nodes).astype(np.int64)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """float32[D] lower and upper bounds, for the Box space."""

@@ -187,8 +187,7 @@ def batch_capacity(benv: Any, obs: Any) -> np.ndarray:
     :meth:`core_env.layout.Layout.capacity` decodes them."""
     layout = benv.layout
     if hasattr(obs, "tasks"):
-        col = layout.task_column("cap")
-        return np.rint(np.asarray(obs.tasks)[..., col] * layout.n_nodes).astype(np.int64)
+        return layout.table_capacity(np.asarray(obs.tasks))
     return layout.capacity(np.asarray(obs)[:, 0])
 
 

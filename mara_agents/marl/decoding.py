@@ -66,14 +66,13 @@ def decode(logits: torch.Tensor, mask: torch.Tensor, capacity: np.ndarray,
 def observation_capacity(obs: np.ndarray, n_nodes: int, n_slots: int) -> np.ndarray:
     """int64[B, K] caps from the nodes' observations float32[B, N, D] (node 0's task
     table)."""
-    return np.rint(obs[:, 0, _cap_columns(n_nodes, n_slots)] * n_nodes).astype(np.int64)
+    return _layout(n_nodes, n_slots).capacity(obs[:, 0])
 
 
 @functools.lru_cache(maxsize=16)
-def _cap_columns(n_nodes: int, n_slots: int) -> np.ndarray:
-    """The ``cap`` column of every visible task in a flat observation (as
-    :meth:`core_env.layout.Layout.capacity` reads them)."""
-    return observation_layout(n_nodes, n_slots).task_columns("cap")
+def _layout(n_nodes: int, n_slots: int) -> Any:
+    """The observation layout (built once per size: building one is not free)."""
+    return observation_layout(n_nodes, n_slots)
 
 
 try:
