@@ -7,34 +7,15 @@ still built through core_env's API, skipped without their extra.)"""
 
 from __future__ import annotations
 
-import ast
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from .test_heavy_imports import imported_roots
+
 CORE_TESTS = Path(__file__).resolve().parent
 FORBIDDEN = frozenset({"torch", "mara_agents", "benchmarks"})
-IMPORTING_CALLS = ("import_module", "__import__", "importorskip")
-
-
-def imported_roots(source: str) -> set[str]:
-    """Top-level names of every package ``source`` imports anywhere: ``import``/``from``
-    statements at any depth, and the calls of :data:`IMPORTING_CALLS` on a literal name."""
-    roots = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-        elif (isinstance(node, ast.Call) and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-              and getattr(node.func, "attr", getattr(node.func, "id", None))
-              in IMPORTING_CALLS):
-            roots.add(node.args[0].value.split(".")[0])
-    return roots
-
-
 TEST_FILES = sorted(CORE_TESTS.rglob("*.py"))
 
 

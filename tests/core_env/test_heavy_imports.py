@@ -20,9 +20,13 @@ ALLOWED = {"core_env.live.torch_jobs": {"torch"},
 """The only modules of ``core_env`` that may import a heavy library, and what they import."""
 
 
+IMPORTING_CALLS = ("import_module", "__import__", "importorskip")
+"""Calls that import the package their literal first argument names."""
+
+
 def imported_roots(source: str) -> set[str]:
     """Top-level names of every package ``source`` imports anywhere: ``import``/``from``
-    statements at any depth, and ``importlib.import_module`` / ``__import__`` of a literal."""
+    statements at any depth, and the calls of :data:`IMPORTING_CALLS` on a literal name."""
     roots = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -32,7 +36,7 @@ def imported_roots(source: str) -> set[str]:
         elif (isinstance(node, ast.Call) and node.args
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
               and getattr(node.func, "attr", getattr(node.func, "id", None))
-              in ("import_module", "__import__")):
+              in IMPORTING_CALLS):
             roots.add(node.args[0].value.split(".")[0])
     return roots
 
